@@ -1,0 +1,1 @@
+"""Paper artifact of a study of distributed training throughput (Horovod; VGG, Inception, ResNet)."""

@@ -1,0 +1,45 @@
+"""python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..schema import SchemaError
+from ..tracking import sync_experiment, tracking_uri
+from . import REFERENCE_DIR, read_source, registry
+
+
+def main(argv: list[str] | None = None) -> int:
+    parsers = registry()
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__)
+    ap.add_argument("datasets", nargs="*", metavar="DATASET",
+                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")
+    ap.add_argument("--reference-dir", type=Path, default=REFERENCE_DIR)
+    args = ap.parse_args(argv)
+    names = args.datasets or list(parsers)
+    unknown = [n for n in names if n not in parsers]
+    if unknown:
+        ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
+    uri = tracking_uri()
+    try:
+        # Parse everything first: a bad file stops the import before any run is written.
+        parsed = {}
+        for name in names:
+            folder = args.reference_dir / name
+            records = parsers[name](folder)
+            for rec in records:
+                rec.validate()
+            parsed[name] = (read_source(folder)["experiment"], records)
+        for name, (experiment, records) in parsed.items():
+            counts = sync_experiment(experiment, records, uri)
+            print(f"{name}: {len(records)} runs in experiment {experiment!r} "
+                  + ", ".join(f"{v} {k}" for k, v in counts.items()))
+    except SchemaError as err:
+        print(f"import failed, nothing written for this dataset: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

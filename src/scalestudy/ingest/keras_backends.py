@@ -1,0 +1,2 @@
+def read(folder):
+    raise NotImplementedError

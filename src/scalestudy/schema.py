@@ -1,0 +1,141 @@
+"""The run schema shared by every source of runs (published imports and measured runs).
+
+One MLflow run = one training configuration at one worker count. Every run carries the
+params in REQUIRED_PARAMS, the tag `source` (published | measured), and, for published runs,
+a `citation` tag. Metrics are optional by name (a source logs what it knows, never zeros for
+what it does not), but their names and units are fixed here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+import hashlib
+import json
+from pathlib import Path
+
+REQUIRED_PARAMS = (
+    "model",             # canonical model name, see MODELS
+    "framework",         # tensorflow | mxnet (the backend that ran the graph)
+    "workers",           # number of GPUs or ranks
+    "device",            # P100, K80, V100, cpu, ...
+    "data",              # synthetic | real | cifar10 | cifar10-299 ...
+    "batch_per_worker",  # images per worker per step (weak scaling: global batch = workers x this)
+    "platform",          # machine or cluster the run was made on
+)
+NUMERIC_PARAMS = ("workers", "batch_per_worker", "epochs", "seed", "steps", "warmup_steps")
+
+# Metrics (all optional; units in the names).
+METRICS = {
+    "throughput_total": "images/s summed over all workers",
+    "throughput_per_worker": "images/s of one worker (mean over workers)",
+    "time_total_s": "wall time of the training call, s",
+    "time_init_s": "start of the job to the first training step, s",
+    "time_work_s": "time_total_s minus time_init_s, s",
+    "time_per_epoch_s": "mean wall time of one epoch, s",
+    "accuracy_train": "training accuracy at the end, 0..1",
+    "accuracy_test": "test accuracy at the end, 0..1",
+    "memory_peak_mb": "peak device memory as published or measured, MB",
+    "efficiency_published": "scaling efficiency stated by the source, 0..1",
+}
+# Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
+SERIES = {
+    "step_throughput_total": "instantaneous images/s summed over workers at that step",
+}
+
+SOURCES = ("published", "measured")
+
+# Canonical model names, with the spellings the sources use.
+MODELS = {
+    "alexnet": "AlexNet",
+    "vgg16": "VGG-16",
+    "vgg19": "VGG-19",
+    "inception3": "Inception-v3",
+    "inception4": "Inception-v4",
+    "resnet50": "ResNet-50",
+    "resnet101": "ResNet-101",
+    "resnet101_v2": "ResNet-v2-101",
+    "resnet152": "ResNet-152",
+}
+MODEL_ALIASES = {
+    "resnet_v2_101": "resnet101_v2",
+    "inception_v4": "inception4",
+    "inception_v3": "inception3",
+    "vgg_19": "vgg19",
+    "vgg_16": "vgg16",
+}
+
+
+class SchemaError(ValueError):
+    """A record that does not fit the run schema; the message names where it came from."""
+
+
+def canonical_model(name: str, where: str) -> str:
+    """Map a source's spelling of a model to its canonical name, or fail naming `where`."""
+    key = name.strip().lower().replace("-", "_")
+    key = MODEL_ALIASES.get(key, key)
+    if key not in MODELS:
+        raise SchemaError(f"{where}: unknown model name {name!r} (known: {', '.join(sorted(MODELS))})")
+    return key
+
+
+@dataclass
+class RunRecord:
+    """One run as an importer or the harness describes it, before it is written to MLflow."""
+
+    experiment: str
+    key: str                      # stable identity inside the experiment (idempotent imports)
+    params: dict[str, object]
+    metrics: dict[str, float] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    # name -> list of (step, unix time in ms, value)
+    series: dict[str, list[tuple[int, int, float]]] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)  # artifact folder -> local file
+    status: str = "FINISHED"      # FINISHED | FAILED
+    start_ms: int | None = None
+    end_ms: int | None = None
+    where: str = ""               # file:line this record came from, for error messages
+
+    def validate(self) -> None:
+        missing = [p for p in REQUIRED_PARAMS if p not in self.params or self.params[p] in (None, "")]
+        if missing:
+            raise SchemaError(f"{self.where}: run {self.key!r} lacks params {missing}")
+        if self.tags.get("source") not in SOURCES:
+            raise SchemaError(f"{self.where}: run {self.key!r} has source tag {self.tags.get('source')!r}")
+        if self.tags["source"] == "published" and not self.tags.get("citation"):
+            raise SchemaError(f"{self.where}: published run {self.key!r} has no citation tag")
+        unknown = set(self.metrics) - set(METRICS)
+        if unknown:
+            raise SchemaError(f"{self.where}: run {self.key!r} has metrics outside the schema: {sorted(unknown)}")
+        for name, value in self.metrics.items():
+            if value is None or value != value:
+                raise SchemaError(f"{self.where}: run {self.key!r} metric {name} is missing (log nothing instead)")
+        if self.status not in ("FINISHED", "FAILED"):
+            raise SchemaError(f"{self.where}: run {self.key!r} has status {self.status!r}")
+        canonical_model(str(self.params["model"]), self.where)
+
+    @property
+    def run_name(self) -> str:
+        return run_name(self.params)
+
+    def content_hash(self) -> str:
+        """Hash of everything written for this run, so a changed source updates its run."""
+        files = {name: hashlib.sha256(Path(path).read_bytes()).hexdigest() for name, path in self.artifacts.items()}
+        blob = json.dumps(
+            [self.params, self.metrics, self.tags, self.series, files, self.status, self.start_ms, self.end_ms],
+            sort_keys=True, default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def run_name(params: dict[str, object]) -> str:
+    """Readable name, e.g. 'resnet50 · P100 · 8 GPUs · synthetic · b64 · nvidia-dgx-1'."""
+    workers = int(params["workers"])
+    unit = "GPU" if str(params["device"]).lower() != "cpu" else "rank"
+    parts = [
+        str(params["model"]),
+        str(params["device"]),
+        f"{workers} {unit}{'s' if workers != 1 else ''}",
+        str(params["data"]),
+        f"b{params['batch_per_worker']}",
+        str(params["platform"]),
+    ]
+    return " · ".join(parts)
