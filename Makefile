@@ -1,0 +1,118 @@
+# The user's verbs. `make figure-3` and `make test` work on a fresh clone: the Makefile creates the
+# Python environment from the lock file, installs Debian packages where a target needs them (as root),
+# and imports the published measurements into the MLflow store before the first build.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.8
+export MLFLOW_TRACKING_URI ?= sqlite:///$(CURDIR)/.mlflow/store.db
+
+# The published runs are imported once per store and again when a reference file or importer changes.
+STORE_KEY := $(shell printf '%s' "$(MLFLOW_TRACKING_URI)" | cksum | cut -d' ' -f1)
+IMPORTED := .mlflow/imported-$(STORE_KEY).stamp
+REFERENCE_FILES := $(shell find experiments/reference -type f | sort)
+INGEST_CODE := $(wildcard src/scalestudy/ingest/*.py) src/scalestudy/schema.py src/scalestudy/tracking.py
+
+FIGURES := $(sort $(patsubst conf/figure/%.yaml,%,$(wildcard conf/figure/figure-*.yaml)))
+TABLES := $(sort $(patsubst conf/table/%.yaml,%,$(wildcard conf/table/table-*.yaml)))
+# `make figure-1 source=measured` or `make figures ARGS='figure.plot.median=false'`
+BUILD_ARGS := $(if $(source),source=$(source)) $(ARGS)
+
+APT_PAPER := latexmk texlive-latex-recommended texlive-fonts-recommended lmodern poppler-utils
+APT_UI := chromium chromium-driver
+apt_install = if [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian packages: $(1)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
+	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
+
+.PHONY: help env import figures tables all paper ui test test-fast clean distclean lock bench-build \
+	system-paper system-ui $(FIGURES) $(TABLES)
+
+help:
+	@echo "make figure-N     build paper/figures/figure-N.{pdf,png,json} (N = 1..7; source=measured|all)"
+	@echo "make figures      all figures;  make tables: paper/tables/table-N.tex;  make paper: paper/main.pdf"
+	@echo "make ui           browse every run in the MLflow UI on http://127.0.0.1:5000"
+	@echo "make import       (re)import the published measurements of experiments/reference into MLflow"
+	@echo "make test         the test suite (installs what it needs)"
+	@echo "make bench-build  time all figures and tables on a store of 10,000 runs"
+
+# ---------------------------------------------------------------------------------------------
+# Environment: one lock file (requirements.lock) constrains every install.
+$(VENV)/.build.stamp: pyproject.toml requirements.lock
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "need Python 3.11, got " + sys.version)'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	$(UV) pip install -q -p $(PY) -c requirements.lock -e '.[build]'
+	@touch $@
+
+$(VENV)/.test.stamp: $(VENV)/.build.stamp
+	$(UV) pip install -q -p $(PY) -c requirements.lock -e '.[build,test]'
+	@touch $@
+
+env: $(VENV)/.build.stamp
+
+# Regenerate the lock from pyproject.toml (needs the network to PyPI); commit the result.
+lock: $(VENV)/.build.stamp
+	$(UV) pip compile pyproject.toml --extra build --extra train --extra test --python-version 3.11 \
+	  --python-platform x86_64-manylinux_2_28 --quiet -o requirements.lock
+
+system-paper:
+	@command -v latexmk >/dev/null && command -v pdftotext >/dev/null && kpsewhich booktabs.sty lmodern.sty >/dev/null \
+	  || { $(call apt_install,$(APT_PAPER)); }
+
+system-ui:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { $(call apt_install,$(APT_UI)); }
+
+# ---------------------------------------------------------------------------------------------
+# MLflow store
+$(IMPORTED): $(VENV)/.build.stamp $(REFERENCE_FILES) $(INGEST_CODE)
+	@mkdir -p $(@D)
+	$(PY) -m scalestudy.ingest
+	@touch $@
+
+import: $(VENV)/.build.stamp
+	$(PY) -m scalestudy.ingest
+	@mkdir -p $(dir $(IMPORTED)) && touch $(IMPORTED)
+
+# ---------------------------------------------------------------------------------------------
+# Figures, tables, paper
+$(FIGURES) $(TABLES): $(IMPORTED)
+	$(PY) -m scalestudy.build $@ $(BUILD_ARGS)
+
+figures: $(IMPORTED)
+	$(PY) -m scalestudy.build figures $(BUILD_ARGS)
+
+tables: $(IMPORTED)
+	$(PY) -m scalestudy.build tables $(BUILD_ARGS)
+
+all: $(IMPORTED)
+	$(PY) -m scalestudy.build all $(BUILD_ARGS)
+
+paper: all system-paper
+	latexmk -pdf -interaction=nonstopmode -halt-on-error -cd -quiet paper/main.tex
+	@echo "paper/main.pdf"
+
+ui: $(IMPORTED)
+	$(PY) -m scalestudy.ui
+
+# ---------------------------------------------------------------------------------------------
+test: $(VENV)/.test.stamp system-paper system-ui
+	$(PY) -m pytest -q
+
+test-fast: $(VENV)/.test.stamp
+	$(PY) -m pytest -q -m "not integration"
+
+bench-build: $(VENV)/.build.stamp
+	$(PY) benchmarks/bench_build.py
+
+clean:
+	-latexmk -C -cd paper/main.tex >/dev/null 2>&1
+	rm -rf paper/figures paper/tables paper/main.pdf benchmarks/out
+
+distclean: clean
+	rm -rf $(VENV) .mlflow

@@ -1,0 +1,1 @@
+"""The paper builder: MLflow runs -> tidy table -> derived numbers -> figures and LaTeX tables."""

@@ -1,0 +1,220 @@
+"""One generic drawing path for every figure: select runs -> derive -> draw panels -> write files.
+
+A figure is declared in conf/figure/figure-N.yaml (which runs, which derived quantity, which
+axes, series and panels). A figure that needs its own drawing names a function of DRAWERS
+(`draw: warmup`); everything else goes through `draw_lines`.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .. import derive  # noqa: E402
+from ..schema import MODELS  # noqa: E402
+from ..tracking import load_series  # noqa: E402
+from .provenance import atomic_path, write_sidecar  # noqa: E402
+from .select import select_runs  # noqa: E402
+
+# 20 distinguishable colours: tab20's dark shades first, then its light ones.
+COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]
+LINESTYLES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def format_value(column: str, value) -> str:
+    """How a value of a run column reads in a legend."""
+    if column == "model":
+        return MODELS.get(str(value), str(value))
+    if column == "batch_per_worker":
+        return f"batch {int(value)}"
+    if column == "workers":
+        return f"{int(value)} GPU{'s' if int(value) != 1 else ''}"
+    if column == "source":
+        return str(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def derived_table(runs: pd.DataFrame, spec: dict | None) -> pd.DataFrame:
+    """Apply the figure's `derive` step: {fn: <name in derive.py>, **kwargs}, or nothing."""
+    if not spec:
+        return runs
+    spec = dict(spec)
+    fn = getattr(derive, spec.pop("fn"))
+    return fn(runs, **spec)
+
+
+def _panels(table: pd.DataFrame, plot: dict) -> list[tuple[str | None, pd.DataFrame, dict]]:
+    panels = plot["panels"]
+    facet = plot.get("facet")
+    if not facet:
+        return [(p.get("title"), table, p) for p in panels]
+    values = sorted(table[facet].dropna().unique(), key=_sort_key)
+    return [(format_value(facet, v), table[table[facet] == v], panels[0]) for v in values]
+
+
+def _sort_key(value):
+    try:
+        return (0, float(value), "")
+    except (TypeError, ValueError):
+        return (1, 0.0, str(value))
+
+
+def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray) -> None:
+    ax.set_xlabel(plot.get("xlabel") or plot["x"])
+    ax.set_ylabel(panel.get("ylabel") or ", ".join(panel["y"]))
+    if plot.get("xscale") == "log2":
+        ax.set_xscale("log", base=2)
+        ticks = sorted({float(x) for x in xs if x > 0})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([f"{t:g}" for t in ticks])
+    if panel.get("yscale"):
+        ax.set_yscale(panel["yscale"])
+    if panel.get("ylim"):
+        lo, hi = panel["ylim"]
+        ax.set_ylim(bottom=lo, top=hi)
+    ax.grid(True, alpha=0.3)
+
+
+def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Figure:
+    """Lines of y against x: colour per `hue` combination, line style per y column, one axes per panel."""
+    plot = fig_cfg["plot"]
+    x = plot["x"]
+    hue = list(plot.get("hue") or [])
+    if "source" in table.columns and table["source"].nunique() > 1 and "source" not in hue:
+        hue.append("source")
+    labels = fig_cfg.get("labels") or {}
+    panels = _panels(table, plot)
+    fig, axes = plt.subplots(1, len(panels), figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
+                             squeeze=False, sharey=bool(plot.get("sharey", False)))
+    for ax, (title, part, panel) in zip(axes[0], panels):
+        ys = list(panel["y"])
+        groups = sorted(part.groupby(hue, dropna=False), key=lambda kv: [_sort_key(v) for v in np.atleast_1d(kv[0])]) \
+            if hue else [((), part)]
+        for i, (key, rows) in enumerate(groups):
+            key = tuple(np.atleast_1d(key)) if hue else ()
+            name = " · ".join(format_value(c, v) for c, v in zip(hue, key))
+            for j, y in enumerate(ys):
+                line = rows[[x, y]].dropna().sort_values(x)
+                if line.empty:
+                    continue
+                if line[x].duplicated().any():
+                    raise ValueError(f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
+                                     f"{x}; add the column that tells them apart to plot.hue")
+                label = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
+                ax.plot(line[x], line[y], color=COLORS[i % len(COLORS)], linestyle=LINESTYLES[j % len(LINESTYLES)],
+                        marker=MARKERS[(j if len(ys) > 1 else i) % len(MARKERS)], markersize=4, label=label or None)
+        xs = part[x].dropna().to_numpy(dtype=float)
+        if plot.get("ideal") == "speedup" and xs.size:
+            grid = np.array(sorted(set(xs)))
+            ax.plot(grid, grid, color="grey", linewidth=1, linestyle="-", alpha=0.6, label="ideal")
+        elif plot.get("ideal") == "efficiency" and xs.size:
+            ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, label="ideal")
+        if plot.get("median"):
+            values = part[ys].to_numpy(dtype=float).ravel()
+            values = values[~np.isnan(values)]
+            if values.size:
+                med = float(np.median(values))
+                ax.axhline(med, color="black", linewidth=1.2, linestyle="--", label=f"median {med:.2f}×")
+        _style_axes(ax, plot, panel, xs)
+        if title:
+            ax.set_title(title, fontsize=10)
+        if plot.get("legend") == "outside":
+            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        elif plot.get("legend") != "figure":
+            ax.legend(fontsize=6.5, loc=plot.get("legend", "best"), frameon=False)
+    if plot.get("legend") == "figure":  # one legend for all panels, below them
+        entries = {}
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                entries.setdefault(label, handle)
+        fig.legend(entries.values(), entries.keys(), loc="lower center", ncol=min(4, len(entries)),
+                   fontsize=6.5, frameon=False, bbox_to_anchor=(0.5, 0.03))
+    if plot.get("note"):
+        fig.text(0.01, 0.005, plot["note"], fontsize=7, color="dimgray", ha="left", va="bottom")
+    fig.suptitle(fig_cfg["title"], fontsize=11)
+    bottom = 0.03 if plot.get("note") else 0
+    if plot.get("legend") == "figure":
+        bottom += 0.035 * (1 + (len(axes[0][0].get_legend_handles_labels()[1]) + 3) // 4) + 0.02
+    fig.tight_layout(rect=(0, bottom, 1, 1))
+    return fig
+
+
+def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Figure:
+    """Per-step throughput against elapsed time, with the study's cut (end of initialisation) and
+    the warm-up end that derive.warmup_end detects on the series itself."""
+    plot = fig_cfg["plot"]
+    series_name = plot["series"]
+    series = load_series(runs["run_id"], [series_name], fig_cfg["tracking_uri"])
+    if series.empty:
+        raise LookupError(f"{fig_cfg['name']}: the selected runs have no '{series_name}' series")
+    facet = plot["facet"]
+    values = sorted(runs[facet].unique(), key=_sort_key)
+    fig, axes = plt.subplots(1, len(values), figsize=(4.6 * len(values), 3.6), squeeze=False)
+    tolerance = float(plot.get("tolerance", 0.10))
+    for ax, value in zip(axes[0], values):
+        rows = runs[runs[facet] == value].sort_values("workers")
+        for i, run in enumerate(rows.itertuples()):
+            points = series[series.run_id == run.run_id].sort_values("step")
+            if points.empty:
+                continue
+            elapsed = (points.timestamp_ms.to_numpy() - run.start_ms) / 1000.0
+            rate = points.value.to_numpy()
+            color = COLORS[i % len(COLORS)]
+            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=format_value("workers", run.workers))
+            init = getattr(run, "time_init_s", float("nan"))
+            if not math.isnan(init):
+                ax.axvline(init, color=color, linestyle=":", linewidth=1)
+            cut = derive.warmup_end(rate, tolerance=tolerance)
+            ax.axvline(elapsed[cut], color=color, linestyle="--", linewidth=1)
+        ax.set_title(format_value(facet, value), fontsize=10)
+        ax.set_xlabel(plot.get("xlabel", "elapsed time since job start (s)"))
+        ax.set_ylabel(plot.get("ylabel", "images/s, all workers"))
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6.5, frameon=False)
+    fig.text(0.01, 0.005, plot.get("note", ""), fontsize=7, color="dimgray", ha="left", va="bottom")
+    fig.suptitle(fig_cfg["title"], fontsize=11)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+DRAWERS: dict[str, Callable[[dict, pd.DataFrame, pd.DataFrame], plt.Figure]] = {
+    "lines": draw_lines,
+    "warmup": draw_warmup,
+}
+
+
+def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
+    """Select, derive, draw and write paper/figures/<name>.{pdf,png,json}; returns the written paths."""
+    name = fig_cfg["name"]
+    chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
+    table = derived_table(chosen, fig_cfg.get("derive"))
+    fig = DRAWERS[fig_cfg.get("draw", "lines")](fig_cfg, table, chosen)
+    run_ids = sorted(chosen["run_id"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pdf, png, sidecar = (out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json"))
+    meta_pdf = {"Title": f"{name}: {fig_cfg['title']}", "Creator": "scalestudy (make " + name + ")",
+                "Subject": f"git commit {commit}; source={source}; {len(run_ids)} MLflow runs",
+                "Keywords": "mlflow-run-ids: " + " ".join(run_ids), "CreationDate": None, "Producer": None}
+    with atomic_path(pdf) as tmp:
+        fig.savefig(tmp, format="pdf", metadata=meta_pdf)
+    with atomic_path(png) as tmp:
+        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None, "Title": meta_pdf["Title"],
+                                                          "Description": meta_pdf["Subject"]})
+    plt.close(fig)
+    write_sidecar(sidecar, {
+        "figure": name, "title": fig_cfg["title"], "git_commit": commit, "source": source,
+        "runs": fig_cfg["runs"], "derive": fig_cfg.get("derive"),
+        "mlflow_runs": [{"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment,
+                         "source": r.source} for r in chosen.sort_values("run_id").itertuples()],
+    })
+    return [pdf, png, sidecar]

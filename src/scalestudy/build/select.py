@@ -1,0 +1,50 @@
+"""Which runs a figure or table uses: a declared filter per source, applied to the tidy table."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+SOURCES = ("published", "measured")
+
+
+class EmptySelection(LookupError):
+    """A figure's or table's filter matched no run."""
+
+
+def _matches(column: pd.Series, wanted) -> pd.Series:
+    values = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
+    return column.astype(str).isin([str(v) for v in values])
+
+
+def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) -> pd.DataFrame:
+    """Rows of `runs` matching `selection[src]` for each src that `source` names (published, measured, all).
+
+    A filter is {column: value or list of values}; `status` defaults to FINISHED. Runs of each
+    source are tagged in a `source` column, so figures can tell them apart. An empty result, an
+    unknown column, or a source the figure declares no filter for is an error naming `what`.
+    """
+    wanted = SOURCES if source == "all" else (source,)
+    if source not in (*SOURCES, "all"):
+        raise ValueError(f"{what}: source={source!r}; choose published, measured or all")
+    parts = []
+    for src in wanted:
+        spec = (selection or {}).get(src)
+        if spec is None:
+            if source != "all":
+                raise EmptySelection(f"{what}: declares no runs for source={src} (its `runs.{src}` is empty)")
+            continue
+        spec = dict(spec)
+        spec.setdefault("status", "FINISHED")
+        mask = runs["source"].astype(str) == src if "source" in runs else pd.Series(False, index=runs.index)
+        for column, value in spec.items():
+            if column not in runs.columns:
+                mask &= False
+                continue
+            mask &= _matches(runs[column], value)
+        parts.append(runs[mask])
+    chosen = pd.concat(parts) if parts else runs.iloc[0:0]
+    if chosen.empty:
+        filters = {src: dict((selection or {}).get(src) or {}) for src in wanted}
+        raise EmptySelection(f"{what}: no run matches the filter {filters} (source={source})")
+    return chosen.reset_index(drop=True)
