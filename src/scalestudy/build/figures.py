@@ -85,8 +85,11 @@ def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Figure:
-    """Lines of y against x: colour per `hue` combination, line style per y column, one axes per panel."""
+def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
+    """Lines of y against x: colour per `hue` combination, line style per y column, one axes per panel.
+
+    Returns the figure and the plotted points (for the sidecar: the numbers behind the figure)."""
+    points: list[dict] = []
     plot = fig_cfg["plot"]
     x = plot["x"]
     hue = list(plot.get("hue") or [])
@@ -111,6 +114,8 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Fi
                     raise ValueError(f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
                                      f"{x}; add the column that tells them apart to plot.hue")
                 label = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
+                points += [{"panel": title, "series": name, "y": y, x: _plain(px), "value": _plain(py)}
+                           for px, py in zip(line[x], line[y])]
                 ax.plot(line[x], line[y], color=COLORS[i % len(COLORS)], linestyle=LINESTYLES[j % len(LINESTYLES)],
                         marker=MARKERS[(j if len(ys) > 1 else i) % len(MARKERS)], markersize=4, label=label or None)
         xs = part[x].dropna().to_numpy(dtype=float)
@@ -124,6 +129,7 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Fi
             values = values[~np.isnan(values)]
             if values.size:
                 med = float(np.median(values))
+                points.append({"panel": title, "series": "median", "y": ",".join(ys), "value": med})
                 ax.axhline(med, color="black", linewidth=1.2, linestyle="--", label=f"median {med:.2f}×")
         _style_axes(ax, plot, panel, xs)
         if title:
@@ -146,10 +152,15 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Fi
     if plot.get("legend") == "figure":
         bottom += 0.035 * (1 + (len(axes[0][0].get_legend_handles_labels()[1]) + 3) // 4) + 0.02
     fig.tight_layout(rect=(0, bottom, 1, 1))
-    return fig
+    return fig, points
 
 
-def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.Figure:
+def _plain(value):
+    """numpy scalars -> Python numbers for JSON."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
     """Per-step throughput against elapsed time, with the study's cut (end of initialisation) and
     the warm-up end that derive.warmup_end detects on the series itself."""
     plot = fig_cfg["plot"]
@@ -161,14 +172,15 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.F
     values = sorted(runs[facet].unique(), key=_sort_key)
     fig, axes = plt.subplots(1, len(values), figsize=(4.6 * len(values), 3.6), squeeze=False)
     tolerance = float(plot.get("tolerance", 0.10))
+    points: list[dict] = []
     for ax, value in zip(axes[0], values):
         rows = runs[runs[facet] == value].sort_values("workers")
         for i, run in enumerate(rows.itertuples()):
-            points = series[series.run_id == run.run_id].sort_values("step")
-            if points.empty:
+            history = series[series.run_id == run.run_id].sort_values("step")
+            if history.empty:
                 continue
-            elapsed = (points.timestamp_ms.to_numpy() - run.start_ms) / 1000.0
-            rate = points.value.to_numpy()
+            elapsed = (history.timestamp_ms.to_numpy() - run.start_ms) / 1000.0
+            rate, steps = history.value.to_numpy(), history.step.to_numpy()
             color = COLORS[i % len(COLORS)]
             ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=format_value("workers", run.workers))
             init = getattr(run, "time_init_s", float("nan"))
@@ -176,6 +188,9 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.F
                 ax.axvline(init, color=color, linestyle=":", linewidth=1)
             cut = derive.warmup_end(rate, tolerance=tolerance)
             ax.axvline(elapsed[cut], color=color, linestyle="--", linewidth=1)
+            points.append({"run_id": run.run_id, "series": run.run_name, "logged_steps": int(rate.size),
+                           "init_end_s": None if math.isnan(init) else float(init),
+                           "warmup_end_s": float(elapsed[cut]), "warmup_end_step": int(steps[cut])})
         ax.set_title(format_value(facet, value), fontsize=10)
         ax.set_xlabel(plot.get("xlabel", "elapsed time since job start (s)"))
         ax.set_ylabel(plot.get("ylabel", "images/s, all workers"))
@@ -184,10 +199,10 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> plt.F
     fig.text(0.01, 0.005, plot.get("note", ""), fontsize=7, color="dimgray", ha="left", va="bottom")
     fig.suptitle(fig_cfg["title"], fontsize=11)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
-    return fig
+    return fig, points
 
 
-DRAWERS: dict[str, Callable[[dict, pd.DataFrame, pd.DataFrame], plt.Figure]] = {
+DRAWERS: dict[str, Callable[[dict, pd.DataFrame, pd.DataFrame], tuple[plt.Figure, list[dict]]]] = {
     "lines": draw_lines,
     "warmup": draw_warmup,
 }
@@ -198,7 +213,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     name = fig_cfg["name"]
     chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
     table = derived_table(chosen, fig_cfg.get("derive"))
-    fig = DRAWERS[fig_cfg.get("draw", "lines")](fig_cfg, table, chosen)
+    fig, points = DRAWERS[fig_cfg.get("draw", "lines")](fig_cfg, table, chosen)
     run_ids = sorted(chosen["run_id"])
     out_dir.mkdir(parents=True, exist_ok=True)
     pdf, png, sidecar = (out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json"))
@@ -213,7 +228,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     plt.close(fig)
     write_sidecar(sidecar, {
         "figure": name, "title": fig_cfg["title"], "git_commit": commit, "source": source,
-        "runs": fig_cfg["runs"], "derive": fig_cfg.get("derive"),
+        "runs": fig_cfg["runs"], "derive": fig_cfg.get("derive"), "points": points,
         "mlflow_runs": [{"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment,
                          "source": r.source} for r in chosen.sort_values("run_id").itertuples()],
     })

@@ -1,0 +1,41 @@
+"""Shared fixtures: a store with every published dataset imported once per test session."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_module(module: str, *args: str, uri: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `python -m module args` as a user would, against the store `uri`."""
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"python -m {module} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def published_store(tmp_path_factory) -> str:
+    """URI of a SQLite store holding every published run (imported once; tests must not modify it)."""
+    folder = tmp_path_factory.mktemp("published-store")
+    uri = f"sqlite:///{folder / 'store.db'}"
+    run_module("scalestudy.ingest", uri=uri)
+    return uri
+
+
+@pytest.fixture()
+def store_copy(published_store, tmp_path) -> str:
+    """A private copy of the published store, for tests that write to it."""
+    src = Path(published_store[len("sqlite:///"):])
+    dst = tmp_path / "store.db"
+    shutil.copy(src, dst)
+    if (src.parent / "artifacts").exists():
+        shutil.copytree(src.parent / "artifacts", tmp_path / "artifacts")
+    return f"sqlite:///{dst}"

@@ -1,0 +1,108 @@
+"""The figure builder, run as a user runs it (`python -m scalestudy.build ...`) on a real imported store."""
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_module
+from scalestudy.tracking import load_runs
+
+TF_CSV = REPO / "experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv"
+
+
+def tf_value(platform, model, data, batch, gpus):
+    with TF_CSV.open() as handle:
+        for row in csv.DictReader(handle):
+            if (row["platform"], row["model"], row["data"], row["batch_per_gpu"], row["gpus"]) == \
+                    (platform, model, data, str(batch), str(gpus)):
+                return float(row["images_per_sec"])
+    raise KeyError((platform, model, data, batch, gpus))
+
+
+def build(uri, out_dir, *args, check=True):
+    return run_module("scalestudy.build", *args, f"out_dir={out_dir}", uri=uri, check=check)
+
+
+@pytest.fixture(scope="module")
+def figure3(published_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("paper")
+    build(published_store, out, "figure-3")
+    return out / "figures"
+
+
+def test_figure3_files_and_the_runs_behind_them(figure3, published_store):
+    for ext in ("pdf", "png", "json"):
+        assert (figure3 / f"figure-3.{ext}").stat().st_size > 1000
+    sidecar = json.loads((figure3 / "figure-3.json").read_text())
+    runs = load_runs(published_store)
+    expected = runs[(runs.experiment == "tf-benchmarks-2017")
+                    & runs.platform.isin(["nvidia-dgx-1", "gce-n1-standard-32-k80x8"])
+                    & runs.model.isin(["inception3", "resnet50"]) & runs.batch_per_worker.isin([32, 64])]
+    assert len(expected) == 64  # 2 models x 2 data x 2 batches x 4 GPU counts x 2 machines
+    assert sorted(r["run_id"] for r in sidecar["mlflow_runs"]) == sorted(expected.run_id)
+    assert sidecar["git_commit"] and sidecar["source"] == "published"
+    pdf = (figure3 / "figure-3.pdf").read_bytes()
+    assert sidecar["git_commit"].encode() in pdf
+    assert all(run_id.encode() in pdf for run_id in expected.run_id)
+
+
+def test_figure3_numbers_by_hand(figure3):
+    points = json.loads((figure3 / "figure-3.json").read_text())["points"]
+    by_key = {(p["series"], p.get("workers")): p["value"] for p in points}
+    dgx, gce = "nvidia-dgx-1", "gce-n1-standard-32-k80x8"
+    assert by_key[("ResNet-50 · real · batch 32", 1)] == pytest.approx(
+        tf_value(dgx, "resnet50", "real", 32, 1) / tf_value(gce, "resnet50", "real", 32, 1))
+    assert by_key[("Inception-v3 · synthetic · batch 64", 4)] == pytest.approx(569 / 116)
+    ratios = sorted(v for (series, _), v in by_key.items() if series != "median")
+    assert len(ratios) == 32
+    median = (ratios[15] + ratios[16]) / 2
+    assert by_key[("median", None)] == pytest.approx(median)
+    assert round(median, 2) == 4.40  # the seed sheet's overall median, recomputed from the primary numbers
+
+
+def test_rebuild_from_the_same_store_gives_the_same_files(figure3, published_store, tmp_path):
+    build(published_store, tmp_path, "figure-3")
+    for ext in ("pdf", "png", "json"):
+        assert (tmp_path / "figures" / f"figure-3.{ext}").read_bytes() == (figure3 / f"figure-3.{ext}").read_bytes()
+
+
+def test_filter_matching_nothing_fails_and_keeps_the_previous_file(published_store, tmp_path):
+    build(published_store, tmp_path, "figure-3")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
+    proc = build(published_store, tmp_path, "figure-3", "figure.runs.published.model=[lenet]", check=False)
+    assert proc.returncode != 0
+    assert "figure figure-3" in proc.stderr and "lenet" in proc.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()} == before  # no temp files left
+
+
+def test_unknown_figure_lists_the_choices(published_store, tmp_path):
+    proc = build(published_store, tmp_path, "figure-9", check=False)
+    assert proc.returncode == 2
+    assert "figure-9" in proc.stderr and "figure-3" in proc.stderr  # Hydra's list of available options
+
+
+def test_source_without_a_filter_is_an_error(published_store, tmp_path):
+    proc = build(published_store, tmp_path, "figure-3", "source=measured", check=False)
+    assert proc.returncode != 0 and "source=measured" in proc.stderr
+
+
+def test_every_figure_builds_in_one_query(published_store, tmp_path):
+    proc = build(published_store, tmp_path, "figures")
+    names = sorted(p.stem for p in (REPO / "conf/figure").glob("figure-*.yaml"))
+    assert len(names) == 7
+    for name in names:
+        sidecar = json.loads((tmp_path / "figures" / f"{name}.json").read_text())
+        assert sidecar["mlflow_runs"] and sidecar["points"], name
+        assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 1000
+    assert "built 7 of 7 targets" in proc.stderr
+
+
+def test_figure7_efficiency_by_hand(published_store, tmp_path):
+    build(published_store, tmp_path, "figure-7")
+    points = json.loads((tmp_path / "figures" / "figure-7.json").read_text())["points"]
+    value = {(p["series"], p["y"], p["workers"]): p["value"] for p in points}
+    dist = "aws-p2.8xlarge-distributed"
+    assert value[("ResNet-50 · batch 64", "efficiency_speed", 64)] == pytest.approx(
+        tf_value(dist, "resnet50", "synthetic", 64, 64) / tf_value(dist, "resnet50", "synthetic", 64, 1) / 64)
+    assert value[("VGG-16 · batch 64", "efficiency_published", 512)] == pytest.approx(0.68)
