@@ -181,11 +181,14 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
                 continue
             elapsed = (history.timestamp_ms.to_numpy() - run.start_ms) / 1000.0
             rate, steps = history.value.to_numpy(), history.step.to_numpy()
+            if plot.get("per_worker"):
+                rate = rate / run.workers
             color = COLORS[i % len(COLORS)]
             ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=format_value("workers", run.workers))
             init = getattr(run, "time_init_s", float("nan"))
             if not math.isnan(init):
                 ax.axvline(init, color=color, linestyle=":", linewidth=1)
+                ax.axvspan(0, init, color=color, alpha=0.04, linewidth=0)
             cut = derive.warmup_end(rate, tolerance=tolerance)
             ax.axvline(elapsed[cut], color=color, linestyle="--", linewidth=1)
             points.append({"run_id": run.run_id, "series": run.run_name, "logged_steps": int(rate.size),
@@ -193,7 +196,8 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
                            "warmup_end_s": float(elapsed[cut]), "warmup_end_step": int(steps[cut])})
         ax.set_title(format_value(facet, value), fontsize=10)
         ax.set_xlabel(plot.get("xlabel", "elapsed time since job start (s)"))
-        ax.set_ylabel(plot.get("ylabel", "images/s, all workers"))
+        ax.set_ylabel(plot.get("ylabel", "images/s"))
+        ax.set_xlim(left=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=6.5, frameon=False)
     fig.text(0.01, 0.005, plot.get("note", ""), fontsize=7, color="dimgray", ha="left", va="bottom")

@@ -1,0 +1,62 @@
+"""Benchmarks of the builder (speed targets of the paper builder; not timed tests).
+
+  python benchmarks/bench_build.py            # both benchmarks below
+  python benchmarks/bench_build.py figure-3   # `make figure-3` on the repository's store: target < 5 s
+  python benchmarks/bench_build.py store-10k  # all figures and tables from a 10,000-run store: target < 60 s
+
+Each measurement is the wall time of the whole command a user runs (process start, Hydra,
+the store query, drawing, writing), repeated; the median and the range are printed.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "out"
+
+
+def timed(cmd: list[str], env: dict, repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(cmd, cwd=REPO, env=env, check=True, capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def report(name: str, times: list[float], target: float) -> None:
+    med = statistics.median(times)
+    verdict = "meets" if med < target else "MISSES"
+    print(f"{name}: median {med:.2f} s over {len(times)} runs (min {min(times):.2f}, max {max(times):.2f}); "
+          f"target < {target:g} s: {verdict}")
+
+
+def bench_figure3(repeat: int = 5) -> None:
+    env = dict(os.environ)
+    subprocess.run(["make", "-s", "figure-3"], cwd=REPO, check=True, capture_output=True)  # env + import first
+    report("make figure-3 (store imported, environment present)", timed(["make", "-s", "figure-3"], env, repeat), 5)
+
+
+def bench_store_10k(runs: int = 10_000, repeat: int = 3) -> None:
+    store = OUT / f"store-{runs // 1000}k.db"
+    uri = f"sqlite:///{store}"
+    if not store.exists():
+        print(f"creating {store} with {runs} runs (once; takes minutes)...", flush=True)
+        subprocess.run([sys.executable, "benchmarks/make_store.py", "--runs", str(runs), "--uri", uri],
+                       cwd=REPO, check=True)
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    cmd = [sys.executable, "-m", "scalestudy.build", "all", f"out_dir={OUT / 'paper'}"]
+    report(f"all figures and tables from a {runs}-run store", timed(cmd, env, repeat), 60)
+
+
+if __name__ == "__main__":
+    which = sys.argv[1:] or ["figure-3", "store-10k"]
+    if "figure-3" in which:
+        bench_figure3()
+    if "store-10k" in which:
+        bench_store_10k()
