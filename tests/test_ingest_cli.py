@@ -1,0 +1,159 @@
+"""`python -m scalestudy.ingest` end to end on a temporary SQLite store: idempotent, updates one changed run,
+and writes nothing when a file is malformed.
+
+One store is imported once per module (an import costs seconds); tests that write to it work on a copy.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+import shutil
+import tempfile
+
+import pytest
+
+from scalestudy.ingest.__main__ import main
+from scalestudy.tracking import load_runs, load_series
+
+REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
+DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs"]
+COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3}
+
+
+def ids(table) -> dict[tuple[str, str], str]:
+    """(experiment, import_key) -> run_id."""
+    assert not table.duplicated(["experiment", "import_key"]).any()
+    return {(e, k): r for e, k, r in zip(table["experiment"], table["import_key"], table["run_id"])}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A copy of the reference data and a store holding all four datasets, imported once.
+
+    The store lives in memory-backed /dev/shm where there is one: SQLite syncs every MLflow write to disk,
+    and on a busy disk that doubles the import's time (about 20 s in memory, 40 s on disk, for 255 runs).
+    """
+    root = tmp_path_factory.mktemp("ingest")
+    reference = root / "reference"
+    shutil.copytree(REFERENCE, reference, copy_function=shutil.copyfile)
+    shm = Path("/dev/shm")
+    with tempfile.TemporaryDirectory(prefix="scalestudy-ingest-", dir=shm if shm.is_dir() else root) as tmp:
+        db = Path(tmp) / "store" / "store.db"
+        uri = f"sqlite:///{db}"
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("MLFLOW_TRACKING_URI", uri)
+            assert main(["--reference-dir", str(reference), *DATASETS]) == 0
+            table = load_runs()
+        yield {"root": root, "reference": reference, "db": db, "uri": uri, "runs": table}
+
+
+@pytest.fixture
+def scratch(store, tmp_path, monkeypatch):
+    """A private copy of the imported store (and of the reference data) that a test may change."""
+    db = tmp_path / "store" / "store.db"
+    db.parent.mkdir()
+    shutil.copyfile(store["db"], db)
+    reference = tmp_path / "reference"
+    shutil.copytree(store["reference"], reference)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{db}")
+    return {"db": db, "reference": reference}
+
+
+def test_import_all(store):
+    runs = store["runs"]
+    assert len(runs) == 207 + 29 + 16 + 3
+    assert runs.groupby("experiment").size().to_dict() == COUNTS
+    assert (runs["source"] == "published").all()
+    assert runs["citation"].notna().all() and (runs["citation"].str.len() > 0).all()
+    assert runs["source_line"].notna().all()
+    ids(runs)  # one run per (experiment, key)
+
+    hacksa = runs[runs["experiment"] == "hacksa-2019"].set_index("import_key")
+    failed = hacksa[hacksa["status"] == "FAILED"]
+    assert sorted(failed.index) == ["16.err", "4.err"]
+    assert failed["failure_reason"].str.contains("DUE TO TIME LIMIT").all()
+    assert hacksa.loc["1.err", "time_init_s"] == pytest.approx(68.217699)
+    assert hacksa.loc["1.err", "throughput_per_worker"] == pytest.approx(201.49380583255777)
+    assert pd_isna(hacksa.loc["16.inception_v4.err", "throughput_total"])
+    assert hacksa.loc["16.inception_v4.err", "status"] == "FINISHED"
+
+    series = load_series(hacksa["run_id"], ["step_throughput_total"], uri=store["uri"])
+    key_of = dict(zip(hacksa["run_id"], hacksa.index))
+    lengths = {key_of[run_id]: n for run_id, n in series.groupby("run_id").size().items()}
+    assert lengths["1.err"] == 18 and lengths["1.vgg_19.err"] == 48 and lengths["32.vgg_19.err"] == 1
+    assert "4.err" not in lengths and "16.inception_v4.err" not in lengths
+    one = series[series["run_id"] == hacksa.loc["1.err", "run_id"]]
+    assert one["step"].tolist() == list(range(21, 192, 10))
+    assert one["timestamp_ms"].is_monotonic_increasing
+    assert one["value"].iloc[0] == pytest.approx(203.70368155636982)
+
+    keras = runs[runs["experiment"] == "keras-backends-2017"].set_index("import_key")
+    assert keras.loc["resnet50/reduce-randomization/mxnet/16", "time_per_epoch_s"] == 304.02
+    assert (store["db"].parent / "artifacts" / "hacksa-2019").is_dir()  # the raw logs were attached
+
+
+def pd_isna(value) -> bool:
+    return value != value or value is None
+
+
+def test_second_import_changes_nothing(store, scratch, capsys):
+    assert main(["--reference-dir", str(scratch["reference"])]) == 0  # all datasets, the default
+    out = capsys.readouterr().out
+    assert out.count("0 created, 0 updated") == 4 and "0 deleted" in out
+    assert ids(load_runs()) == ids(store["runs"])
+
+
+def test_changed_csv_value_updates_exactly_that_run(store, scratch):
+    csv = scratch["reference"] / "tf-benchmarks-2017" / "tf_benchmarks_2017.csv"
+    lines = csv.read_text().splitlines(keepends=True)
+    assert lines[2] == "nvidia-dgx-1,P100,resnet50,synthetic,64,1,219,parameter_server (cpu)\n"
+    lines[2] = lines[2].replace(",219,", ",220,")
+    csv.write_text("".join(lines))
+    assert main(["--reference-dir", str(scratch["reference"]), "tf-benchmarks-2017"]) == 0
+    after = load_runs()
+    before_ids, after_ids = ids(store["runs"]), ids(after)
+    assert len(after) == len(store["runs"])
+    changed = {k for k in before_ids if before_ids[k] != after_ids.get(k)}
+    key = ("tf-benchmarks-2017", "nvidia-dgx-1/P100/resnet50/synthetic/64/1")
+    assert changed == {key}
+    row = after[after["run_id"] == after_ids[key]].iloc[0]
+    assert row["throughput_total"] == 220
+
+
+@pytest.mark.parametrize("dataset, corrupt, where", [
+    ("tf-benchmarks-2017",
+     lambda folder: _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",", ";", 2)),
+     "tf_benchmarks_2017.csv:10"),
+    # line 76 is the log's first 'Benchmark metric' line: the log ends in its middle
+    ("hacksa-2019", lambda folder: _edit(folder / "logs" / "2.vgg_19.err", 76, lambda s: s[: len(s) // 2], last=True),
+     "2.vgg_19.err:76"),
+])
+def test_malformed_file_writes_nothing(store, scratch, capsys, dataset, corrupt, where):
+    corrupt(scratch["reference"] / dataset)
+    assert main(["--reference-dir", str(scratch["reference"]), *DATASETS]) == 2
+    err = capsys.readouterr().err
+    assert where in err
+    assert ids(load_runs()) == ids(store["runs"])
+
+
+def _edit(path: Path, line: int, change, last: bool = False) -> None:
+    """Change 1-based `line` of a file; with last=True the file ends there (a log cut off mid-line)."""
+    lines = path.read_text().splitlines(keepends=True)
+    if last:
+        assert "Benchmark metric" in lines[line - 1]
+    lines[line - 1] = change(lines[line - 1])
+    path.write_text("".join(lines[:line] if last else lines))
+
+
+def test_tf_benchmarks_malformed_row_names_file_and_line(tmp_path):
+    from scalestudy.ingest import tf_benchmarks
+    from scalestudy.schema import SchemaError
+
+    folder = tmp_path / "tf-benchmarks-2017"
+    shutil.copytree(REFERENCE / "tf-benchmarks-2017", folder, copy_function=shutil.copyfile)
+    assert len(tf_benchmarks.read(folder)) == 207
+    _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",5658,", ",5658,extra,"))
+    with pytest.raises(SchemaError, match=r"tf_benchmarks_2017\.csv:10: 9 fields, expected 8"):
+        tf_benchmarks.read(folder)
+    _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",5658,extra,", ",fast,"))
+    with pytest.raises(SchemaError, match=r"tf_benchmarks_2017\.csv:10: column 'images_per_sec': 'fast' is not a"):
+        tf_benchmarks.read(folder)

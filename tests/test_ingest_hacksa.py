@@ -1,0 +1,230 @@
+"""hacksa-2019 importer: numbers read by hand from the raw logs, and malformed logs that must fail with file:line."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+import shutil
+
+import pytest
+
+from scalestudy.ingest import hacksa
+from scalestudy.schema import METRICS, SERIES, SchemaError
+
+FOLDER = Path(__file__).resolve().parents[1] / "experiments" / "reference" / "hacksa-2019"
+
+
+def utc_ms(text: str) -> int:
+    """'2019-01-14T10:28:35.043435Z' -> unix ms."""
+    return round(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def cet_ms(text: str) -> int:
+    """A local (CET = UTC+1) '2019-01-14 11:27:15.060020' -> unix ms."""
+    return utc_ms(datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f").strftime("%Y-%m-%dT%H:%M:%S.%fZ")) - 3600_000
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {rec.key: rec for rec in hacksa.read(FOLDER)}
+
+
+@pytest.fixture
+def copy(tmp_path):
+    """A writable copy of the dataset folder."""
+    dest = tmp_path / "hacksa-2019"
+    shutil.copytree(FOLDER, dest, copy_function=shutil.copyfile)
+    return dest
+
+
+def test_one_run_per_log(runs):
+    assert len(runs) == 16
+    assert set(runs) == {p.name for p in (FOLDER / "logs").glob("*.err")}
+    models = {key: rec.params["model"] for key, rec in runs.items()}
+    assert models["1.err"] == "resnet101_v2" and models["32.vgg_19.err"] == "vgg19"
+    assert models["8.inception_v4.err"] == "inception4"
+    for key, rec in runs.items():
+        rec.validate()
+        assert rec.params["workers"] == int(key.split(".")[0])
+        assert rec.params["device"] == "V100" and rec.params["platform"] == "bsc-power9"
+        assert rec.params["framework"] == "tensorflow" and rec.params["api"] == "tf.estimator+horovod"
+        assert rec.params["data"] == "cifar10" and rec.params["batch_per_worker"] == 64
+        assert rec.tags["log_file"] == key and rec.tags["source"] == "published" and rec.tags["citation"]
+        assert rec.tags["source_line"].startswith(f"{key}:")
+        assert rec.artifacts == {"log": str(FOLDER / "logs" / key)}
+        assert set(rec.metrics) <= set(METRICS) and set(rec.series) <= set(SERIES)
+        assert all(v == v and v > 0 for v in rec.metrics.values())  # never a zero or NaN for what is not known
+        assert rec.start_ms < rec.end_ms
+
+
+def test_resnet_1_gpu_by_hand(runs):
+    rec = runs["1.err"]
+    assert rec.status == "FINISHED" and rec.params["steps"] == 200
+    init = 68.217699  # 11:28:23.277719 (line 45, the last 'Shuffle buffer filled') - 11:27:15.060020 (line 23)
+    assert rec.metrics["time_init_s"] == pytest.approx(init, abs=1e-9)
+    assert rec.metrics["time_total_s"] == 137.25749254226685
+    assert rec.metrics["time_work_s"] == pytest.approx(137.25749254226685 - init, abs=1e-9)
+    # line 103: the last average_examples_per_sec (global step 191), one rank
+    assert rec.metrics["throughput_per_worker"] == 201.49380583255777
+    assert rec.metrics["throughput_total"] == 201.49380583255777
+    assert rec.tags["source_line"] == "1.err:23"
+    assert rec.start_ms == cet_ms("2019-01-14 11:27:15.060020")
+    assert rec.end_ms == rec.start_ms + 137257
+    series = rec.series["step_throughput_total"]
+    assert len(series) == 18 and [s for s, _, _ in series] == list(range(21, 192, 10))
+    # line 51: the first current_examples_per_sec, stamped 10:28:35.043435 UTC = 11:28:35 CET
+    assert series[0] == (21, utc_ms("2019-01-14T10:28:35.043435Z"), 203.70368155636982)
+    assert series[-1] == (191, utc_ms("2019-01-14T10:29:29.074475Z"), 199.995973787299)
+    # the first throughput point comes after the end of initialisation (checks the UTC+1 offset)
+    assert series[0][1] > cet_ms("2019-01-14 11:28:23.277719")
+    assert "throughput_note" not in rec.tags and "failure_reason" not in rec.tags
+
+
+def test_resnet_2_gpus_sums_ranks(runs):
+    rec = runs["2.err"]
+    init = (cet_ms("2019-01-14 11:28:29.566116") - cet_ms("2019-01-14 11:27:15.539741")) / 1000  # lines 73 - 29
+    assert rec.metrics["time_init_s"] == pytest.approx(74.026375, abs=1e-6) == pytest.approx(init, abs=1e-3)
+    assert rec.metrics["time_work_s"] == pytest.approx(112.79737067222595 - 74.026375, abs=1e-9)
+    last = [196.80245653858435, 196.78220822382707]  # lines 124 and 126, global step 91
+    assert rec.metrics["throughput_per_worker"] == pytest.approx(sum(last) / 2)
+    assert rec.metrics["throughput_total"] == pytest.approx(sum(last))
+    series = rec.series["step_throughput_total"]
+    assert len(series) == 8
+    total = 196.03677964629966 + 195.875151484018  # lines 125 and 127
+    assert series[-1] == (91, utc_ms("2019-01-14T10:29:05.055125Z"), pytest.approx(total))
+
+
+def test_series_lengths_and_monotonic_timestamps(runs):
+    lengths = {key: len(rec.series.get("step_throughput_total", [])) for key, rec in runs.items()}
+    assert lengths == {
+        "1.err": 18, "1.inception_v4.err": 18, "1.vgg_19.err": 48,
+        "2.err": 8, "2.inception_v4.err": 8, "2.vgg_19.err": 23,
+        "4.err": 0, "4.inception_v4.err": 3, "4.vgg_19.err": 11,
+        "8.err": 1, "8.inception_v4.err": 1, "8.vgg_19.err": 5,
+        "16.err": 0, "16.inception_v4.err": 0, "16.vgg_19.err": 1, "32.vgg_19.err": 1,
+    }
+    for rec in runs.values():
+        series = rec.series.get("step_throughput_total", [])
+        steps = [s for s, _, _ in series]
+        stamps = [t for _, t, _ in series]
+        assert steps == sorted(set(steps))
+        assert stamps == sorted(stamps)
+        if series:
+            init_end = rec.start_ms + rec.metrics["time_init_s"] * 1000
+            assert init_end < stamps[0] and stamps[-1] <= rec.end_ms
+            # every logged step of these logs has one line per rank: total = per-worker mean x N at the last step
+            per_worker, n = rec.metrics["throughput_per_worker"], rec.params["workers"]
+            assert rec.metrics["throughput_total"] == pytest.approx(per_worker * n)
+
+
+def test_32_gpus_sum_over_ranks(runs):
+    rec = runs["32.vgg_19.err"]
+    assert rec.status == "FINISHED" and rec.params["workers"] == 32
+    text = (FOLDER / "logs" / "32.vgg_19.err").read_text()
+    values = [float(line.split("'value': ")[1].split(",")[0]) for line in text.splitlines()
+              if "'average_examples_per_sec'" in line]
+    assert len(values) == 32
+    assert rec.metrics["throughput_total"] == pytest.approx(sum(values))
+    assert rec.metrics["throughput_per_worker"] == pytest.approx(sum(values) / 32)
+    assert rec.metrics["time_total_s"] == 67.19512629508972
+    # VGG-19 jobs ran more than 200 steps: no steps param, said in a tag
+    assert "steps" not in rec.params and "steps_note" in rec.tags
+
+
+def test_failed_runs(runs):
+    rec = runs["4.err"]
+    assert rec.status == "FAILED"
+    assert "CANCELLED AT 2019-01-14T12:52:16 DUE TO TIME LIMIT" in rec.tags["failure_reason"]
+    assert "4.err:193" in rec.tags["failure_reason"]
+    assert set(rec.metrics) == {"time_init_s"}  # the shuffle buffer filled; nothing else is known
+    assert rec.metrics["time_init_s"] == pytest.approx(
+        (cet_ms("2019-01-14 12:39:04.918964") - cet_ms("2019-01-14 12:37:15.816283")) / 1000, abs=1e-3)
+    assert rec.series == {}
+    assert rec.end_ms == cet_ms("2019-01-14 12:52:16.000000")  # the Slurm cancellation, local time
+
+    rec = runs["16.err"]
+    assert rec.status == "FAILED"
+    reason = rec.tags["failure_reason"]
+    assert reason.startswith("slurmstepd: error: *** JOB 1112529") and "DUE TO TIME LIMIT" in reason
+    assert "ORTE has lost communication with a remote daemon" in reason
+    assert set(rec.metrics) == {"time_init_s"} and rec.series == {}
+    assert [k for k, r in runs.items() if r.status == "FAILED"] == ["4.err", "16.err"]
+
+
+def test_finished_without_throughput(runs):
+    rec = runs["16.inception_v4.err"]
+    assert rec.status == "FINISHED"
+    assert set(rec.metrics) == {"time_init_s", "time_total_s", "time_work_s"}
+    assert rec.metrics["time_total_s"] == 129.11303186416626
+    assert rec.metrics["time_init_s"] == pytest.approx(
+        (cet_ms("2019-01-14 21:05:03.906227") - cet_ms("2019-01-14 21:03:15.411175")) / 1000, abs=1e-3)
+    assert rec.series == {}
+    assert "200 // 16 = 12 steps" in rec.tags["throughput_note"]
+
+
+def test_incomplete_step_group_uses_mean_times_n(copy):
+    path = copy / "logs" / "2.err"
+    lines = path.read_text().splitlines(keepends=True)
+    assert "'average_examples_per_sec', 'value': 196.78220822382707" in lines[125]  # line 126
+    assert "'current_examples_per_sec', 'value': 195.875151484018" in lines[126]    # line 127
+    path.write_text("".join(lines[:125] + lines[127:]))
+    rec = {r.key: r for r in hacksa.read(copy)}["2.err"]
+    assert rec.metrics["throughput_per_worker"] == 196.80245653858435
+    assert rec.metrics["throughput_total"] == 2 * 196.80245653858435
+    assert "1 of 2 ranks" in rec.tags["throughput_note"]
+    assert rec.series["step_throughput_total"][-1][2] == 2 * 196.03677964629966
+    assert "91 (1/2)" in rec.tags["throughput_note"]
+
+
+def test_truncated_benchmark_line(copy):
+    path = copy / "logs" / "2.vgg_19.err"
+    lines = path.read_text().splitlines(keepends=True)
+    n = next(i for i, line in enumerate(lines) if "Benchmark metric" in line)
+    cut = lines[n][: len(lines[n]) // 2]
+    path.write_text("".join(lines[:n]) + cut)
+    with pytest.raises(SchemaError, match=rf"2\.vgg_19\.err:{n + 1}: 'Benchmark metric' entry does not parse"):
+        hacksa.read(copy)
+
+
+def test_benchmark_line_without_a_key(copy):
+    path = copy / "logs" / "1.err"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[49] = lines[49].replace("'global_step': 21, ", "")  # line 50
+    path.write_text("".join(lines))
+    with pytest.raises(SchemaError, match=r"1\.err:50: 'Benchmark metric' entry lacks \['global_step'\]"):
+        hacksa.read(copy)
+
+
+def test_unknown_model_in_file_name(copy):
+    (copy / "logs" / "2.err").rename(copy / "logs" / "2.lenet.err")
+    with pytest.raises(SchemaError, match=r"2\.lenet\.err:1: unknown model name 'lenet'"):
+        hacksa.read(copy)
+
+
+def test_model_inside_log_must_match(copy):
+    # 8.vgg_19.err renamed to 8.err: its model_dir names vgg_19, the file name means resnet_v2_101
+    (copy / "logs" / "8.err").unlink()
+    (copy / "logs" / "8.vgg_19.err").rename(copy / "logs" / "8.err")
+    with pytest.raises(SchemaError, match=r"8\.err:18: the log's model_dir names cifar10_vgg_19\.8"):
+        hacksa.read(copy)
+
+
+def test_missing_start_line(copy):
+    path = copy / "logs" / "1.inception_v4.err"
+    path.write_text(path.read_text().replace(" Date is now:", " Date was:"))
+    n = len(path.read_text().splitlines())
+    with pytest.raises(SchemaError, match=rf"1\.inception_v4\.err:{n}: no ' Date is now:' line"):
+        hacksa.read(copy)
+
+
+def test_bad_training_took_and_bad_timestamp(copy):
+    path = copy / "logs" / "1.err"
+    good = path.read_text()
+    path.write_text(good.replace("Training took 137.25749254226685 s", "Training took 137.2574.9254226685 s"))
+    with pytest.raises(SchemaError, match=r"1\.err:108: 'Training took' value is not a positive number"):
+        hacksa.read(copy)
+    path.write_text(good.replace("Date is now: 2019-01-14 11:27:15.060020", "Date is now: 2019-01-14 25:27:15.060020"))
+    with pytest.raises(SchemaError, match=r"1\.err:23: timestamp '2019-01-14 25:27:15\.060020' does not parse"):
+        hacksa.read(copy)
+    path.write_text(good.replace("'timestamp': '2019-01-14T10:28:41.334912Z'", "'timestamp': '2019-01-14 10:28:41'"))
+    with pytest.raises(SchemaError, match=r"1\.err:56: benchmark timestamp"):
+        hacksa.read(copy)
