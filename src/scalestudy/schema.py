@@ -21,6 +21,8 @@ REQUIRED_PARAMS = (
     "batch_per_worker",  # images per worker per step (weak scaling: global batch = workers x this)
     "platform",          # machine or cluster the run was made on
 )
+# Optional params, where a source states them: api, variable_update, epochs, seed, protocol
+# (keras: plain | reduce-randomization), steps (total training steps of the job, all ranks together).
 NUMERIC_PARAMS = ("workers", "batch_per_worker", "epochs", "seed", "steps", "warmup_steps")
 
 # Metrics (all optional; units in the names).
