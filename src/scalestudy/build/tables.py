@@ -1,5 +1,496 @@
-"""LaTeX tables (placeholder until the table renderer lands)."""
+"""LaTeX tables: select runs -> a named table function (plain numbers) -> Jinja2 template -> write files.
+
+A table is declared in conf/table/table-N.yaml: which runs (`runs`), which function of TABLES computes its
+numbers (`compute: {fn: <name>, **kwargs}`), and which template renders them (`template`). The functions are
+pure (a DataFrame in, lists and dicts of numbers out, None where a number is missing); formatting lives
+in the template's filters. The builder writes paper/tables/<name>.tex and <name>.json (git commit, the
+MLflow run ids and the computed numbers) atomically, only once everything has rendered.
+
+Templates use LaTeX-friendly Jinja2 delimiters: ((* block *)), ((( variable ))), ((= comment =)).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from .. import derive
+from ..schema import MODELS
+from .provenance import atomic_path, write_sidecar
+from .select import select_runs
+
+MISSING = "--"  # what a cell without a number shows (never 0, never 'nan')
 
 
-def build_table(spec, runs, *, source, out_dir, commit):
-    raise LookupError(f"table {spec['name']}: not built yet")
+# ----------------------------------------------------------------------------------------------
+# Small helpers shared by the table functions
+
+
+def _number(value) -> float | None:
+    """A plain float, or None for a missing value (NaN, None, pd.NA)."""
+    if value is None or value is pd.NA:
+        return None
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(np.median(present)) if present else None
+
+
+def _same(a, b) -> bool:
+    """Config values against run values: 64 == '64' == 64.0; strings compare as strings."""
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return str(a) == str(b)
+
+
+def _canonical(runs: pd.DataFrame, levels: Mapping[str, Sequence], what: str) -> pd.DataFrame:
+    """Copy of `runs` whose columns in `levels` hold the config's spelling of each value (as str), rows with a
+    value the config does not list dropped; a missing column is an error naming `what`."""
+    out = runs.copy()
+    keep = pd.Series(True, index=out.index)
+    for column, wanted in levels.items():
+        if column not in out.columns:
+            raise LookupError(f"{what}: the selected runs have no column {column!r}")
+        mapped = out[column].map(lambda v: next((str(w) for w in wanted if _same(v, w)), None))
+        keep &= mapped.notna()
+        out[column] = mapped
+    return out[keep]
+
+
+def _one_per_cell(runs: pd.DataFrame, keys: list[str], what: str) -> None:
+    dup = runs.duplicated(keys, keep=False)
+    if dup.any():
+        names = ", ".join(runs.loc[dup, "run_name"].astype(str).head(4))
+        raise ValueError(f"{what}: several runs share one cell {keys} ({names}); narrow the table's `runs` filter")
+
+
+# ----------------------------------------------------------------------------------------------
+# Table 1: the seed-003 sheet (TF benchmarks 2017, DGX-1 P100 against GCE K80), recomputed
+
+
+def _sheet_panels(runs: pd.DataFrame, columns: Mapping[str, Sequence], workers: Sequence[int],
+                  panels: Sequence[Mapping], what: str) -> list[dict]:
+    dims = list(columns)
+    _one_per_cell(runs, dims + ["workers"], what)
+    scaled = derive.scaling(runs, group=dims)
+    out = []
+    for panel in panels:
+        value = panel.get("value", "throughput_total")
+        ratio = panel.get("ratio")
+        if ratio:
+            between = ratio["between"]
+            col_dims = [d for d in dims if d != between]
+            table = derive.ratio(scaled, between=between, numerator=str(ratio["numerator"]),
+                                 denominator=str(ratio["denominator"]), match=col_dims + ["workers"], value=value)
+            value = "ratio"
+        else:
+            col_dims, table = dims, scaled
+        cols = [dict(zip(col_dims, combo)) for combo in itertools.product(*(map(str, columns[d]) for d in col_dims))]
+        lookup = {tuple(str(r[d]) for d in col_dims) + (int(r["workers"]),): _number(r[value])
+                  for r in table.to_dict("records")}
+        rows = []
+        for n in workers:
+            values = [lookup.get(tuple(c[d] for d in col_dims) + (int(n),)) for c in cols]
+            rows.append({"workers": int(n), "values": values,
+                         "median": _median(values) if panel.get("row_median", True) else None})
+        every = [v for row in rows for v in row["values"]]
+        out.append({"key": panel["key"], "dims": col_dims, "columns": cols, "rows": rows,
+                    "overall_median": _median(every) if panel.get("overall_median") else None})
+    return out
+
+
+def _with_sheet_inputs(runs: pd.DataFrame, inputs: Sequence[Mapping], what: str) -> pd.DataFrame:
+    """`runs` with throughput_total replaced by the sheet's number where the sheet's input differs."""
+    patched = runs.copy()
+    for entry in inputs:
+        entry = dict(entry)
+        value = entry.pop("throughput_total")
+        mask = pd.Series(True, index=patched.index)
+        for column, wanted in entry.items():
+            mask &= patched[column].map(lambda v, w=wanted: _same(v, w))
+        if mask.sum() != 1:
+            raise ValueError(f"{what}: sheet input {dict(entry, throughput_total=value)} matches {int(mask.sum())} "
+                             "runs, not one (check `sheet_inputs` in the table's config)")
+        patched.loc[mask, "throughput_total"] = float(value)
+    return patched
+
+
+def tf_sheet(runs: pd.DataFrame, *, columns: Mapping[str, Sequence], workers: Sequence[int],
+             panels: Sequence[Mapping], sheet_inputs: Sequence[Mapping] = (), what: str = "table") -> dict:
+    """The analysis of the seed-003 sheet from the primary numbers.
+
+    columns: ordered {run column: [values]}; the data columns are their product, first column outermost
+      (the sheet: batch 64, 32 > synthetic, real > inception3, resnet50 > P100, K80).
+    panels: [{key, value (default throughput_total) | ratio: {between, numerator, denominator},
+      row_median (default true), overall_median (default false)}]. A plain panel takes `value` of the runs
+      or of derive.scaling over the `columns` groups (speedup_speed, efficiency_speed); a ratio panel divides
+      `value` between two values of one column, matched on the other columns and the GPU count, so it has
+      one data column fewer per level.
+    sheet_inputs: the sheet's images/s where they differ from the primary source ({column: value...,
+      throughput_total: sheet's number}); when given, every panel also carries what the sheet's inputs give
+      (`sheet`), so the cells where the sheet differs can be marked.
+    Returns {dims, workers, panels: [{key, dims, columns, rows: [{workers, values, median}], overall_median,
+    sheet?}]}; None for a number that cannot be computed.
+    """
+    if not panels:
+        raise ValueError(f"{what}: no panels declared")
+    table = _canonical(runs, {**columns, "workers": list(workers)}, what)
+    table["workers"] = table["workers"].astype(int)
+    result = _sheet_panels(table, columns, workers, panels, what)
+    if sheet_inputs:
+        sheet = _sheet_panels(_with_sheet_inputs(table, sheet_inputs, what), columns, workers, panels, what)
+        for mine, theirs in zip(result, sheet):
+            mine["sheet"] = {"rows": [{"values": r["values"], "median": r["median"]} for r in theirs["rows"]],
+                             "overall_median": theirs["overall_median"]}
+    return {"dims": list(columns), "workers": [int(n) for n in workers], "panels": result,
+            "run_ids": sorted(table["run_id"])}
+
+
+# ----------------------------------------------------------------------------------------------
+# Table 2: Keras 1.2.2 with the MXNet and the TensorFlow backend (seed 001)
+
+
+def _sort_by(order: Mapping[str, Sequence], keys: Sequence[str]):
+    def key(values):
+        out = []
+        for column, value in zip(keys, values):
+            known = [str(v) for v in order.get(column, [])]
+            out.append((known.index(str(value)), "") if str(value) in known else (len(known), str(value)))
+        return out
+    return key
+
+
+def keras_backends(runs: pd.DataFrame, *, blocks: Sequence[str], order: Mapping[str, Sequence],
+                   metrics: Sequence[Mapping | str], notes: Sequence[Mapping] = (), what: str = "table") -> dict:
+    """Per block (one combination of the `blocks` columns, e.g. model, protocol, framework) and metric: the
+    value per GPU count, as the seed's tables give them (columns = GPU counts).
+
+    Blocks are sorted by `order` ({column: [values in display order]}); `metrics` are run columns (or
+    {column: ...} entries) in display order; a metric no run of a block has (the Inception tables give no
+    images/s) is left out of that block; a missing cell is None.
+    notes: [{where: {column: value...}, metric, text}]: remarks on single published cells (a slip in the
+    source); a cell a note matches gets the note's number (1-based) in its row's `notes` list.
+    Returns {workers, blocks: [{<block columns>, epochs, platform..., rows: [{metric, values, notes}],
+    run_ids}], notes: [text...]}.
+    """
+    blocks = list(blocks)
+    columns = [m["column"] if isinstance(m, Mapping) else str(m) for m in metrics]
+    missing = [c for c in blocks + ["workers"] if c not in runs.columns]
+    if missing:
+        raise LookupError(f"{what}: the selected runs have no column(s) {missing}")
+    table = runs.copy()
+    table["workers"] = table["workers"].astype(int)
+    _one_per_cell(table, blocks + ["workers"], what)
+    workers = sorted(table["workers"].unique().tolist())
+    used = [False] * len(notes)
+    out = []
+    groups = sorted(table.groupby(blocks, sort=False), key=lambda kv: _sort_by(order, blocks)(
+        kv[0] if isinstance(kv[0], tuple) else (kv[0],)))
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        by_n = {int(r["workers"]): r for r in part.to_dict("records")}
+        rows = []
+        for metric in columns:
+            if metric not in part.columns or part[metric].isna().all():
+                continue
+            marks: list[int | None] = []
+            for n in workers:
+                hit = None
+                for i, note in enumerate(notes):
+                    if note["metric"] == metric and n in by_n and all(
+                            _same(by_n[n].get(c), v) for c, v in note["where"].items()):
+                        hit, used[i] = i + 1, True
+                marks.append(hit)
+            rows.append({"metric": metric, "notes": marks,
+                         "values": [_number(by_n[n][metric]) if n in by_n else None for n in workers]})
+        info = {column: str(value) for column, value in zip(blocks, key)}
+        for extra in ("epochs", "platform", "device", "data", "batch_per_worker", "seed"):
+            if extra in part.columns:
+                values = sorted({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+                                 for v in part[extra].dropna()})
+                info[extra] = ", ".join(values)
+        out.append({**info, "rows": rows, "run_ids": sorted(part["run_id"])})
+    return {"workers": workers, "blocks": out,
+            "notes": [str(note["text"]) if used[i] else None for i, note in enumerate(notes)]}
+
+
+# ----------------------------------------------------------------------------------------------
+# Table 3: HackSA per model and GPU count: times, speed, both speedups and efficiencies
+
+
+HACKSA_VALUES = ("time_init_s", "time_work_s", "time_total_s", "throughput_per_worker",
+                 "speedup_speed", "speedup_time", "efficiency_speed", "efficiency_time")
+
+
+def short_reason(reason: str | None, labels: Sequence[Mapping]) -> str | None:
+    """The labels of the `labels` entries ([{pattern, label}]) whose regex occurs in a failed run's
+    failure_reason, in the order of `labels`, joined by '; '; None when none matches."""
+    if not isinstance(reason, str) or not reason:
+        return None
+    found = []
+    for entry in labels:
+        if re.search(entry["pattern"], reason, flags=re.IGNORECASE) and str(entry["label"]) not in found:
+            found.append(str(entry["label"]))
+    return "; ".join(found) or None
+
+
+def hacksa(runs: pd.DataFrame, *, group: Sequence[str], order: Mapping[str, Sequence] | None = None,
+           failure_labels: Sequence[Mapping] = (), what: str = "table") -> dict:
+    """One block per `group` combination (e.g. model), one row per run sorted by GPU count.
+
+    Finished runs get derive.scaling within their group (speedups and efficiencies by speed and by work time;
+    the baseline is the group's finished 1-GPU run). Failed runs keep what they logged (e.g. time_init_s)
+    and get status FAILED with a short reason from `failure_labels` ([{pattern, label}], every match).
+    A number that is not there (no throughput line, no baseline) is None, never 0.
+    Returns {blocks: [{<group columns>, rows: [{workers, status, reason, note, run_id, <HACKSA_VALUES>}]}]}.
+    """
+    group = list(group)
+    order = order or {}
+    missing = [c for c in group + ["workers", "status"] if c not in runs.columns]
+    if missing:
+        raise LookupError(f"{what}: the selected runs have no column(s) {missing}")
+    table = runs.copy()
+    table["workers"] = table["workers"].astype(int)
+    _one_per_cell(table, group + ["workers"], what)
+    finished = table[table["status"] == "FINISHED"]
+    others = table[table["status"] != "FINISHED"]
+    scaled = derive.scaling(finished, group=group) if len(finished) else finished
+    table = pd.concat([scaled, others], ignore_index=True)
+    blocks = []
+    groups = sorted(table.groupby(group, sort=False), key=lambda kv: _sort_by(order, group)(
+        kv[0] if isinstance(kv[0], tuple) else (kv[0],)))
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        rows = []
+        for r in part.sort_values("workers").to_dict("records"):
+            failed = r["status"] != "FINISHED"
+            note = r.get("throughput_note")
+            row = {"workers": int(r["workers"]), "status": str(r["status"]), "run_id": str(r["run_id"]),
+                   "reason": short_reason(r.get("failure_reason"), failure_labels) if failed else None,
+                   "note": None if failed or not isinstance(note, str) or not note else note}
+            row.update({v: _number(r.get(v)) for v in HACKSA_VALUES})
+            rows.append(row)
+        blocks.append({**{c: str(v) for c, v in zip(group, key)}, "rows": rows})
+    return {"blocks": blocks}
+
+
+TABLES: dict[str, Callable[..., dict]] = {
+    "tf_sheet": tf_sheet,
+    "keras_backends": keras_backends,
+    "hacksa": hacksa,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Rendering: number formats, the Jinja2 environment, what a template sees
+
+
+def _fmt_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fixed(value, digits: int = 2) -> str:
+    """12.345 -> '12.35' (digits after the point); missing -> '--'."""
+    return MISSING if _fmt_missing(value) else f"{float(value):.{int(digits)}f}"
+
+
+def percent(value, digits: int = 1) -> str:
+    """A fraction as a percentage without the sign: 0.9456 -> '94.6'."""
+    return MISSING if _fmt_missing(value) else f"{100.0 * float(value):.{int(digits)}f}"
+
+
+def figs(value, n: int = 3) -> str:
+    """`n` significant figures, never rounding the integer part: 30.5, 99.0, 142, 1131."""
+    if _fmt_missing(value):
+        return MISSING
+    value = float(value)
+    if value == 0:
+        return "0"
+    decimals = max(0, int(n) - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
+
+
+def integer(value) -> str:
+    return MISSING if _fmt_missing(value) else f"{float(value):.0f}"
+
+
+def trim(value, digits: int = 2) -> str:
+    """At most `digits` decimals, trailing zeros dropped: 1609.32, 15860.5, 10738."""
+    if _fmt_missing(value):
+        return MISSING
+    text = f"{float(value):.{int(digits)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+FORMATS: dict[str, Callable[[object], str]] = {
+    "trim2": lambda v: trim(v, 2),
+    "figs3": lambda v: figs(v, 3),
+    "fixed0": lambda v: fixed(v, 0),
+    "fixed1": lambda v: fixed(v, 1),
+    "fixed2": lambda v: fixed(v, 2),
+    "percent1": lambda v: percent(v, 1),
+    "percent0": lambda v: percent(v, 0),
+    "integer": integer,
+}
+
+
+def fmt(value, spec: str) -> str:
+    """Format by the name of a FORMATS entry (the name a config gives a panel or metric)."""
+    try:
+        return FORMATS[spec](value)
+    except KeyError:
+        raise ValueError(f"unknown number format {spec!r} (known: {', '.join(FORMATS)})") from None
+
+
+_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                "<": r"\textless{}", ">": r"\textgreater{}"}
+
+
+def tex(text) -> str:
+    """Escape text for LaTeX (run names, reasons, config strings)."""
+    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def label(value, column: str = "") -> str:
+    """How a run value reads in a table header: model names spelled out, batch with its word."""
+    if column == "model" or (not column and str(value) in MODELS):
+        return MODELS.get(str(value), str(value))
+    if column == "batch_per_worker":
+        return f"batch {value}"
+    return str(value)
+
+
+def header_levels(columns: Sequence[Mapping[str, str]], dims: Sequence[str]) -> list[list[dict]]:
+    """Multi-level column headers: per dim, runs of equal prefixes as {text, start, end} (1-based, inclusive,
+    counting data columns only)."""
+    levels = []
+    for depth, dim in enumerate(dims):
+        spans: list[dict] = []
+        for i, col in enumerate(columns, start=1):
+            prefix = tuple(col[d] for d in dims[:depth + 1])
+            if spans and spans[-1]["prefix"] == prefix:
+                spans[-1]["end"] = i
+            else:
+                spans.append({"prefix": prefix, "text": label(col[dim], dim), "start": i, "end": i})
+        levels.append([{k: v for k, v in s.items() if k != "prefix"} for s in spans])
+    return levels
+
+
+def environment(folder: Path) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(folder)),
+        block_start_string="((*", block_end_string="*))",
+        variable_start_string="(((", variable_end_string=")))",
+        comment_start_string="((=", comment_end_string="=))",
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined, autoescape=False,
+    )
+    env.filters.update(tex=tex, fixed=fixed, percent=percent, figs=figs, integer=integer, trim=trim, fmt=fmt,
+                       label=label)
+    env.globals.update(header_levels=header_levels, zip=zip, MISSING=MISSING)
+    return env
+
+
+def _mark_sheet_differences(data: dict, formats: Mapping[str, str]) -> None:
+    """Table 1: keep a cell's sheet value only where it shows differently from the recomputed one."""
+    for panel in data["panels"]:
+        theirs = panel.pop("sheet", None)
+        spec = formats[panel["key"]]
+        differs = lambda a, b: theirs is not None and fmt(a, spec) != fmt(b, spec)  # noqa: E731
+        for i, row in enumerate(panel["rows"]):
+            sheet_row = theirs["rows"][i] if theirs else {"values": [None] * len(row["values"]), "median": None}
+            row["sheet_values"] = [s if differs(v, s) else None for v, s in zip(row["values"], sheet_row["values"])]
+            row["sheet_median"] = sheet_row["median"] if differs(row["median"], sheet_row["median"]) else None
+        overall = theirs["overall_median"] if theirs else None
+        panel["sheet_overall_median"] = overall if differs(panel["overall_median"], overall) else None
+
+
+def _template_path(spec: dict, name: str) -> Path:
+    raw = spec.get("template") or f"paper/templates/{name}.tex.j2"
+    path = Path(raw)
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+def render_table(spec: dict, data: dict, *, commit: str, source: str, n_runs: int) -> str:
+    """The .tex text: a provenance comment, then the template rendered with the spec and the numbers."""
+    name = spec["name"]
+    path = _template_path(spec, name)
+    if not path.is_file():
+        raise LookupError(f"table {name}: template {path} does not exist (conf/table/{name}.yaml `template`)")
+    env = environment(path.parent)
+    try:
+        body = env.get_template(path.name).render(table=spec, data=data, commit=commit, source=source)
+    except (jinja2.TemplateError, TypeError, KeyError, AttributeError) as err:
+        line = getattr(err, "lineno", None) or next(
+            (f.lineno for f in reversed(traceback.extract_tb(err.__traceback__)) if f.filename == str(path)), None)
+        raise ValueError(f"table {name}: {path}{f':{line}' if line else ''}: {type(err).__name__}: {err}") from err
+    head = (f"% {name}: generated by scalestudy from {n_runs} MLflow runs (source={source}), git commit {commit}.\n"
+            f"% Do not edit: rebuild with `make {name}`; the run ids are in {name}.json.\n")
+    return head + body.rstrip("\n") + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
+    """Select, compute, render and write <out_dir>/<name>.{tex,json}; returns the written paths.
+
+    Nothing is written unless every step succeeds: a failing build leaves the previous files as they were.
+    """
+    name = spec["name"]
+    what = f"table {name}"
+    chosen = select_runs(runs, spec["runs"], source, what)
+    compute = dict(spec.get("compute") or {})
+    fn_name = compute.pop("fn", None)
+    if fn_name not in TABLES:
+        raise ValueError(f"{what}: compute.fn is {fn_name!r}; choose one of {', '.join(TABLES)}")
+    try:
+        data = TABLES[fn_name](chosen, **compute, what=what)
+    except TypeError as err:  # a key of `compute` the function does not take, or one it needs and lacks
+        raise ValueError(f"{what}: conf/table/{name}.yaml `compute` does not fit {fn_name}(): {err}") from err
+    sidecar_data = _plain(data)
+    if fn_name == "tf_sheet":
+        _mark_sheet_differences(data, {p["key"]: p.get("format", "fixed2") for p in compute["panels"]})
+    text = render_table(spec, data, commit=commit, source=source, n_runs=len(chosen))
+    if re.search(r"(?<![A-Za-z\\])nan(?![A-Za-z])", text, flags=re.IGNORECASE):
+        raise ValueError(f"{what}: the rendered table shows 'nan'; a template prints a missing number raw")
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tex_path, json_path = out_dir / f"{name}.tex", out_dir / f"{name}.json"
+    payload = {
+        "table": name, "caption": spec.get("caption"), "git_commit": commit, "source": source,
+        "runs": spec["runs"], "compute": spec.get("compute"), "data": sidecar_data,
+        "mlflow_runs": [{"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment,
+                         "source": r.source, "status": r.status}
+                        for r in chosen.sort_values("run_id").itertuples()],
+    }
+    with atomic_path(tex_path) as tmp_tex:
+        tmp_tex.write_text(text)
+        write_sidecar(json_path, payload)
+    return [tex_path, json_path]
+
+
+def _plain(value):
+    """A JSON-ready deep copy (tuples to lists, NaN to None)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, np.generic):
+        return _plain(value.item())
+    return value
