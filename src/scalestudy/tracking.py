@@ -261,3 +261,36 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
         for r in run_ids for k in names for m in client.get_metric_history(r, k)
     ]
     return pd.DataFrame(rows, columns=columns).sort_values(columns[:4], kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Measured runs (the training harness): one new run per job, FINISHED or FAILED, never synced away.
+
+
+def log_measured_run(rec: RunRecord, uri: str | None = None, extra_metrics: Iterable[str] = ()) -> str:
+    """Write one measured run and return its run id.
+
+    The record is validated like every record, except that metric names may also be among
+    `extra_metrics` (what the harness measures beyond schema.METRICS, until the schema lists
+    them); it must carry the tag source=measured. Unlike sync_experiment, nothing else in the
+    experiment is touched: each job adds its run.
+    """
+    import dataclasses
+
+    from .schema import METRICS
+
+    extra = set(extra_metrics) - set(METRICS)
+    unknown = set(rec.metrics) - set(METRICS) - extra
+    if unknown:
+        raise SchemaError(f"{rec.where}: run {rec.key!r} has metrics outside the schema: {sorted(unknown)}")
+    dataclasses.replace(rec, metrics={k: v for k, v in rec.metrics.items() if k in METRICS}).validate()
+    for name in extra & set(rec.metrics):
+        value = rec.metrics[name]
+        if value is None or value != value:
+            raise SchemaError(f"{rec.where}: run {rec.key!r} metric {name} is missing (log nothing instead)")
+    if rec.tags.get("source") != "measured":
+        raise SchemaError(f"{rec.where}: run {rec.key!r} is not tagged source=measured")
+    uri = uri or tracking_uri()
+    client = _client(uri)
+    experiment_id = ensure_experiment(client, uri, rec.experiment)
+    return _write_run(client, experiment_id, rec, rec.content_hash())

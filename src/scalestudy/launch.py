@@ -1,0 +1,274 @@
+"""Start the ranks of one training job, watch them, and say what happened.
+
+- `launcher_command` is the ONE place that knows how ranks are started (horovodrun over Gloo for
+  cluster=local); a cluster issue swaps in mpirun or srun there.
+- `run_job` starts that command in its own process group, enforces timeout_s by killing the whole
+  group (and any process that carries this job's id in its environment, so ranks that a launcher
+  moved to another session die too: no orphans), collects the launcher's and every rank's log,
+  and reads rank 0's result file.
+- `environment_manifest` describes the machine and software a run used (an artifact of the run).
+
+Nothing here imports a framework or MLflow: the caller turns a JobOutcome into one MLflow run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform as platform_mod
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+JOB_ID_ENV = "SCALESTUDY_JOB_ID"
+RESULT_FILE = "result.json"
+RANK_CONFIG = "rank-config.yaml"
+LOG_DIR = "rank-logs"
+LAUNCHER_LOG = "launcher.log"
+
+
+class LaunchError(RuntimeError):
+    """The job cannot be started as configured (names the config key)."""
+
+
+@dataclass
+class JobOutcome:
+    status: str                    # FINISHED | FAILED
+    reason: str                    # why FAILED ('' when FINISHED)
+    returncode: int | None
+    job_start_unix: float
+    job_end_unix: float
+    result: dict | None            # rank 0's result file, when it wrote one
+    logs: list[Path] = field(default_factory=list)
+    command: list[str] = field(default_factory=list)
+    leftover_pids: list[int] = field(default_factory=list)  # processes of the job found after it ended
+
+
+# --------------------------------------------------------------------------------------------
+# The launcher command line
+
+
+def _tool(name: str) -> str:
+    """An executable of the running interpreter's environment (a venv's bin/), else from PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.exists():
+        return str(beside)
+    found = shutil.which(name)
+    if not found:
+        raise LaunchError(f"cluster.launcher: {name!r} is neither beside {sys.executable} nor on PATH")
+    return found
+
+
+def launcher_command(cfg, rank_config: Path, log_dir: Path) -> list[str]:
+    """The command line that starts cfg.workers ranks of cfg.framework.runner on rank_config."""
+    cluster = cfg.cluster
+    ranks = [sys.executable, "-m", str(cfg.framework.runner), str(rank_config)]
+    if cluster.launcher == "horovodrun":
+        cmd = [_tool("horovodrun"), "-np", str(int(cfg.workers)), "-H", str(cluster.hosts), "--gloo",
+               "--output-filename", str(log_dir)]
+        if cluster.get("network_interface"):
+            cmd += ["--network-interface", str(cluster.network_interface)]
+        return cmd + [str(a) for a in cluster.get("extra_args") or []] + ranks
+    raise LaunchError(f"cluster.launcher={cluster.launcher!r}: only 'horovodrun' is implemented")
+
+
+def rank_environment(cfg, job_id: str) -> dict[str, str]:
+    """Environment of the launcher (and so of every rank)."""
+    env = dict(os.environ)
+    env[JOB_ID_ENV] = job_id
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+    if str(cfg.device) == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # no rank touches a GPU in a CPU run
+        threads = cpu_threads_per_rank(cfg)
+        env["OMP_NUM_THREADS"] = str(threads)  # MXNet reads it at import; TF is set by its runner
+        env["MXNET_CPU_WORKER_NTHREADS"] = str(threads)
+    return env
+
+
+def cpu_threads_per_rank(cfg) -> int:
+    """CPU threads per rank: cfg.threads_per_rank, else this machine's cores shared by its ranks."""
+    if cfg.get("threads_per_rank"):
+        return int(cfg.threads_per_rank)
+    local_ranks = int(str(cfg.cluster.hosts).split(",")[0].rsplit(":", 1)[-1] or 1)
+    return max(1, (os.cpu_count() or 1) // max(1, min(local_ranks, int(cfg.workers))))
+
+
+# --------------------------------------------------------------------------------------------
+# Running and watching the job
+
+
+def _job_processes(job_id: str, exclude: set[int]) -> list:
+    """Live processes whose environment carries this job's id (ours only: found by that marker)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        if proc.pid in exclude:
+            continue
+        try:
+            if proc.environ().get(JOB_ID_ENV) == job_id and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def _kill_job(popen: subprocess.Popen, job_id: str, grace_s: float) -> list[int]:
+    """SIGTERM the job's process group and every process carrying its id; SIGKILL what is left
+    after grace_s. Returns the pids that were still alive after SIGKILL (should be none)."""
+    import psutil
+
+    me = {os.getpid()}
+    targets = {p.pid: p for p in _job_processes(job_id, me)}
+    try:
+        targets.setdefault(popen.pid, psutil.Process(popen.pid))
+        targets.update({c.pid: c for c in psutil.Process(popen.pid).children(recursive=True)})
+    except psutil.NoSuchProcess:
+        pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(popen.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for proc in list(targets.values()):
+            try:
+                proc.send_signal(sig)
+            except psutil.NoSuchProcess:
+                pass
+        _, alive = psutil.wait_procs(list(targets.values()), timeout=grace_s if sig == signal.SIGTERM else 5)
+        if sig == signal.SIGTERM:
+            # the launcher may have started more processes meanwhile
+            targets = {p.pid: p for p in alive}
+            targets.update({p.pid: p for p in _job_processes(job_id, me)})
+            if not targets:
+                break
+    try:
+        popen.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    return [p.pid for p in _job_processes(job_id, me)]
+
+
+def collect_logs(job_dir: Path) -> list[Path]:
+    """The launcher's log and every rank's stdout/stderr files, sorted."""
+    logs = [job_dir / LAUNCHER_LOG] if (job_dir / LAUNCHER_LOG).exists() else []
+    log_dir = job_dir / LOG_DIR
+    if log_dir.exists():
+        logs += sorted(p for p in log_dir.rglob("*") if p.is_file())
+    return logs
+
+
+def run_job(cfg, job_dir: Path, rank_config: Path) -> JobOutcome:
+    """Run the job's ranks to the end or to timeout_s; never leaves a process of the job behind."""
+    job_dir = Path(job_dir)
+    job_id = uuid.uuid4().hex
+    log_dir = job_dir / LOG_DIR
+    result_file = job_dir / RESULT_FILE
+    result_file.unlink(missing_ok=True)
+    cmd = launcher_command(cfg, rank_config, log_dir)
+    env = rank_environment(cfg, job_id)
+    timeout = float(cfg.timeout_s)
+    start = time.time()
+    with open(job_dir / LAUNCHER_LOG, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=env, cwd=os.getcwd(), start_new_session=True)
+        try:
+            rc = popen.wait(timeout=timeout)
+            reason = "" if rc == 0 else f"the launcher exited with code {rc} (a rank failed: see its log)"
+        except subprocess.TimeoutExpired:
+            rc = None
+            reason = f"timeout: the job ran past timeout_s={timeout:g} s and was killed"
+        except BaseException:  # Ctrl-C: take the ranks down with us
+            _kill_job(popen, job_id, float(cfg.cluster.kill_grace_s))
+            raise
+        leftover = _kill_job(popen, job_id, float(cfg.cluster.kill_grace_s))
+    end = time.time()
+    if leftover:
+        reason = (reason + "; " if reason else "") + f"processes {leftover} of the job survived SIGKILL"
+    result = None
+    if result_file.exists():
+        try:
+            result = json.loads(result_file.read_text())
+        except json.JSONDecodeError as err:
+            reason = reason or f"{result_file}: unreadable result ({err})"
+    elif not reason:
+        reason = f"the launcher exited 0 but rank 0 wrote no {result_file}"
+    status = "FINISHED" if not reason and result is not None else "FAILED"
+    return JobOutcome(status=status, reason=reason, returncode=rc, job_start_unix=start, job_end_unix=end,
+                      result=result, logs=collect_logs(job_dir), command=cmd, leftover_pids=leftover)
+
+
+# --------------------------------------------------------------------------------------------
+# What machine and software a run used
+
+
+PACKAGES = ("tensorflow-cpu", "tensorflow", "keras", "mxnet", "horovod", "numpy", "protobuf", "mlflow",
+            "hydra-core", "omegaconf", "psutil", "scipy", "pandas")
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform_mod.processor()
+
+
+def _container() -> dict[str, str]:
+    out = {}
+    for var in ("CONTAINER_IMAGE_DIGEST", "SINGULARITY_CONTAINER", "APPTAINER_CONTAINER", "SINGULARITY_NAME",
+                "APPTAINER_NAME"):
+        if os.environ.get(var):
+            out[var.lower()] = os.environ[var]
+    if Path("/.dockerenv").exists():
+        out["docker"] = "yes"
+    return out
+
+
+def git_state(cwd: Path | None = None) -> dict[str, str]:
+    here = str(cwd or Path(__file__).resolve().parent)
+    commit = _run(["git", "-C", here, "rev-parse", "HEAD"])
+    dirty = _run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"])
+    return {"git_commit": commit or "unknown", "git_dirty": "yes" if dirty else "no"}
+
+
+def environment_manifest() -> dict:
+    """Package versions, CPU/GPU model, driver, hostname, git commit and container (if any)."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    gpus = _run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]) \
+        if shutil.which("nvidia-smi") else ""
+    return {
+        "hostname": socket.gethostname(),
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "os": platform_mod.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "gpus": [line.strip() for line in gpus.splitlines() if line.strip()],
+        "packages": versions,
+        **git_state(),
+        "container": _container(),
+    }

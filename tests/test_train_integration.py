@@ -1,0 +1,152 @@
+"""The training harness end to end: real Horovod ranks over Gloo, real MLflow on SQLite.
+
+Each test runs `python -m scalestudy.train ...` as a user would, with tiny images and a few steps,
+and reads back the one MLflow run it must leave. Needs the training environment (.venv-train:
+TensorFlow, MXNet and Horovod built with Gloo); skipped, saying so, where Horovod is missing.
+"""
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import pickle
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from scalestudy.tracking import load_runs, load_series
+
+REPO = Path(__file__).resolve().parents[1]
+HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not HAVE_HOROVOD, reason=f"horovod is not importable by {sys.executable}: "
+                       "these tests need the training environment (.venv-train, Horovod built with Gloo)"),
+]
+
+RUN_METRICS = {
+    "throughput_total", "throughput_per_worker", "throughput_mean", "throughput_median", "throughput_stderr",
+    "throughput_ci95_low", "throughput_ci95_high", "measured_steps", "warmup_detected_step",
+    "time_total_s", "time_init_s", "time_work_s", "time_per_epoch_s", "memory_peak_mb",
+}
+TINY = ["workers=2", "batch_per_worker=4", "warmup_steps=3", "min_measured_steps=5", "timeout_s=240",
+        "data.image_size=32", "platform=test-box"]
+
+
+def train(tmp_path: Path, *overrides: str, uri: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    args = [sys.executable, "-m", "scalestudy.train", f"hydra.run.dir={tmp_path / 'job'}", *overrides]
+    return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+
+
+def job_processes(tmp_path: Path) -> list[str]:
+    """Processes still running for the job of this test (their command line names its folder)."""
+    import psutil
+
+    marker = str(tmp_path / "job")
+    alive = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if marker in cmd and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            alive.append(f"{proc.pid}: {cmd}")
+    return alive
+
+
+def artifacts(uri: str, run_id: str) -> set[str]:
+    root = Path(uri[len("sqlite:///"):]).parent / "artifacts" / "measured" / run_id / "artifacts"
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture()
+def uri(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture(scope="session")
+def cifar_archive(tmp_path_factory) -> Path:
+    """A tiny archive in the format of cifar-10-python.tar.gz: 64 training and 32 test images."""
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("cifar") / "cifar-10-python.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for name, n in (("data_batch_1", 32), ("data_batch_2", 32), ("test_batch", 32)):
+            blob = pickle.dumps({b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
+                                 b"labels": rng.integers(0, 10, n).tolist()})
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    return path
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "mxnet"])
+def test_two_ranks_record_one_finished_run(tmp_path, uri, cifar_archive, framework):
+    # 64 images over 2 ranks, batch 4: 8 steps per epoch; 1 epoch = 3 warm-up + 5 measured steps
+    started = time.monotonic()
+    proc = train(tmp_path, f"framework={framework}", "model=resnet50", "data=cifar10", f"data.path={cifar_archive}",
+                 "epochs=1", *TINY, uri=uri)
+    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
+    runs = load_runs(uri)
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    assert (run.experiment, run.status, run.source) == ("measured", "FINISHED", "measured")
+    assert (run.model, run.framework, run.workers, run.device, run.data, run.batch_per_worker, run.platform) == \
+        ("resnet50", framework, 2, "cpu", "cifar10", 4, "test-box")
+    assert run["data.path"] == str(cifar_archive) and run.seed == 1337 and run.epochs == 1
+    for name in RUN_METRICS | {"accuracy_train", "accuracy_test"}:
+        assert np.isfinite(run[name]), name
+    assert run.measured_steps == 5 and run.throughput_total > 0
+    assert run.throughput_per_worker == pytest.approx(run.throughput_total / 2)
+    assert run.throughput_ci95_low <= run.throughput_mean <= run.throughput_ci95_high
+    assert 0 < run.time_init_s < run.time_total_s < time.monotonic() - started + 1
+    assert run.time_work_s == pytest.approx(run.time_total_s - run.time_init_s)
+    assert 0 <= run.accuracy_train <= 1 and 0 <= run.accuracy_test <= 1
+    series = load_series([run.run_id], ["step_throughput_total"], uri)
+    assert series.step.tolist() == list(range(8))
+    assert (series.timestamp_ms.diff().dropna() >= 0).all() and (series.value > 0).all()
+    files = artifacts(uri, run.run_id)
+    assert {"config/config.yaml", "environment/environment.json", "result/result.json"} <= files
+    assert any(f.startswith("logs/rank-logs/rank.1/") for f in files), files
+    assert any(f.startswith("logs/launcher.log") for f in files), files
+    assert job_processes(tmp_path) == []
+
+
+def test_a_killed_rank_ends_as_a_failed_run_with_logs_and_no_orphans(tmp_path, uri):
+    proc = train(tmp_path, "framework=tensorflow", "model=resnet50", "data=synthetic", "steps=5",
+                 "fault.kill_rank=1", "fault.at_step=3", *TINY, uri=uri)
+    assert proc.returncode != 0
+    assert "FAILED" in proc.stderr + proc.stdout
+    runs = load_runs(uri)
+    assert len(runs) == 1
+    run = runs.iloc[0]
+    assert (run.status, run.source, run.workers, run.framework) == ("FAILED", "measured", 2, "tensorflow")
+    assert "exited with code" in run.failure or "timeout" in run.failure
+    assert "throughput_total" not in runs.columns or not np.isfinite(run.get("throughput_total", np.nan))
+    files = artifacts(uri, run.run_id)
+    assert any(f.startswith("logs/rank-logs/rank.1/") for f in files), files
+    logs = (tmp_path / "job" / "rank-logs")
+    assert "fault injection: rank 1 kill at step 3" in "".join(p.read_text() for p in logs.rglob("*") if p.is_file())
+    assert job_processes(tmp_path) == []
+
+
+def test_a_hanging_rank_is_killed_at_the_timeout(tmp_path, uri):
+    started = time.monotonic()
+    proc = train(tmp_path, "framework=mxnet", "model=resnet50", "data=synthetic", "steps=5", "fault.kill_rank=0",
+                 "fault.at_step=4", "fault.mode=hang", *TINY, "timeout_s=45", "cluster.kill_grace_s=2", uri=uri)
+    assert proc.returncode != 0
+    assert time.monotonic() - started < 45 + 40  # the timeout, the kill grace, and logging the run
+    run = load_runs(uri).iloc[0]
+    assert run.status == "FAILED" and run.failure.startswith("timeout")
+    assert job_processes(tmp_path) == []
+
+
+def test_unknown_choice_lists_the_valid_ones_and_creates_no_run(tmp_path, uri):
+    proc = train(tmp_path, "model=resnet9000", uri=uri)
+    assert proc.returncode != 0
+    assert "Could not find 'model/resnet9000'" in proc.stderr and "Available options in 'model'" in proc.stderr
+    assert "resnet50" in proc.stderr and "inception3" in proc.stderr
+    assert not Path(uri[len("sqlite:///"):]).exists() or load_runs(uri).empty
+    assert not (tmp_path / "job").exists()
