@@ -95,6 +95,8 @@ def test_every_figure_builds_in_one_query(published_store, tmp_path):
         sidecar = json.loads((tmp_path / "figures" / f"{name}.json").read_text())
         assert sidecar["mlflow_runs"] and sidecar["points"], name
         assert (tmp_path / "figures" / f"{name}.png").stat().st_size > 1000
+        caption = (tmp_path / "figures" / f"{name}.caption.tex").read_text()
+        assert caption.count("\\caption[") == 1 and f"figures/{name}.json" in caption
     assert "built 7 of 7 targets" in proc.stderr
 
 

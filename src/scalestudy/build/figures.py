@@ -20,7 +20,7 @@ import pandas as pd  # noqa: E402
 from .. import derive  # noqa: E402
 from ..schema import MODELS  # noqa: E402
 from ..tracking import load_series  # noqa: E402
-from .provenance import atomic_path, write_sidecar  # noqa: E402
+from .provenance import atomic_path, write_sidecar, write_text  # noqa: E402
 from .select import select_runs  # noqa: E402
 
 # 20 distinguishable colours: tab20's dark shades first, then its light ones.
@@ -220,7 +220,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     fig, points = DRAWERS[fig_cfg.get("draw", "lines")](fig_cfg, table, chosen)
     run_ids = sorted(chosen["run_id"])
     out_dir.mkdir(parents=True, exist_ok=True)
-    pdf, png, sidecar = (out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json"))
+    pdf, png, sidecar, caption = (out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex"))
     meta_pdf = {"Title": f"{name}: {fig_cfg['title']}", "Creator": "scalestudy (make " + name + ")",
                 "Subject": f"git commit {commit}; source={source}; {len(run_ids)} MLflow runs",
                 "Keywords": "mlflow-run-ids: " + " ".join(run_ids), "CreationDate": None, "Producer": None}
@@ -230,10 +230,24 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
         fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None, "Title": meta_pdf["Title"],
                                                           "Description": meta_pdf["Subject"]})
     plt.close(fig)
+    write_text(caption, caption_tex(fig_cfg, chosen, source))
     write_sidecar(sidecar, {
         "figure": name, "title": fig_cfg["title"], "git_commit": commit, "source": source,
         "runs": fig_cfg["runs"], "derive": fig_cfg.get("derive"), "points": points,
         "mlflow_runs": [{"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment,
                          "source": r.source} for r in chosen.sort_values("run_id").itertuples()],
     })
-    return [pdf, png, sidecar]
+    return [pdf, png, sidecar, caption]
+
+
+def caption_tex(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> str:
+    """The figure's LaTeX caption, from its config and the runs it drew (paper/main.tex inputs it)."""
+    from .tables import tex  # the one LaTeX escaper
+
+    name = fig_cfg["name"]
+    experiments = ", ".join(sorted(chosen["experiment"].astype(str).unique()))
+    runs = (f"Runs: {len(chosen)} MLflow runs ({source}) of experiment(s) {experiments}; "
+            f"their ids are in figures/{name}.json.")
+    return (f"% {name}: built from conf/figure/{name}.yaml by `make {name}`\n"
+            f"\\caption[{tex(fig_cfg['title'])}]{{\\textbf{{{tex(fig_cfg['title'])}.}} "
+            f"{tex(' '.join(str(fig_cfg.get('caption', '')).split()))} {tex(runs)}}}\n")
