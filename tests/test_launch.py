@@ -1,0 +1,60 @@
+"""The launcher without Horovod: its command line, and that a timeout leaves no process behind."""
+import sys
+import time
+
+import pytest
+from omegaconf import OmegaConf
+
+from scalestudy import launch
+
+
+def config(**over):
+    cfg = OmegaConf.create({
+        "workers": 2, "device": "cpu", "timeout_s": 60, "threads_per_rank": None,
+        "framework": {"runner": "scalestudy.runners.tensorflow"},
+        "cluster": {"launcher": "horovodrun", "hosts": "localhost:2", "network_interface": None,
+                    "extra_args": ["--verbose"], "kill_grace_s": 1},
+    })
+    return OmegaConf.merge(cfg, over)
+
+
+def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
+    monkeypatch.setattr(launch, "_tool", lambda name: f"/venv/bin/{name}")
+    cmd = launch.launcher_command(config(), tmp_path / "rank-config.yaml", tmp_path / "logs")
+    assert cmd == ["/venv/bin/horovodrun", "-np", "2", "-H", "localhost:2", "--gloo",
+                   "--output-filename", str(tmp_path / "logs"), "--verbose",
+                   sys.executable, "-m", "scalestudy.runners.tensorflow", str(tmp_path / "rank-config.yaml")]
+    with pytest.raises(launch.LaunchError, match="cluster.launcher='srun'"):
+        launch.launcher_command(config(cluster={"launcher": "srun"}), tmp_path / "c.yaml", tmp_path)
+
+
+def test_cpu_ranks_share_the_cores_and_see_no_gpu():
+    env = launch.rank_environment(config(), "job-1")
+    assert env[launch.JOB_ID_ENV] == "job-1" and env["CUDA_VISIBLE_DEVICES"] == ""
+    assert int(env["OMP_NUM_THREADS"]) >= 1
+    assert launch.cpu_threads_per_rank(config(threads_per_rank=3)) == 3
+
+
+def test_timeout_kills_the_group_and_processes_that_left_it(monkeypatch, tmp_path):
+    psutil = pytest.importorskip("psutil", reason="psutil is in the training environment")
+    pidfile = tmp_path / "pids"
+    # a "launcher" that starts one child in its group and one in a new session (as launchers' helpers do)
+    script = f"sleep 300 & echo $! >> {pidfile}; setsid sleep 301 & echo $! >> {pidfile}; wait"
+    monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["bash", "-c", script])
+    started = time.monotonic()
+    outcome = launch.run_job(config(timeout_s=2), tmp_path, tmp_path / "rank-config.yaml")
+    assert time.monotonic() - started < 15
+    assert outcome.status == "FAILED" and outcome.reason.startswith("timeout") and outcome.returncode is None
+    assert outcome.leftover_pids == []
+    pids = [int(p) for p in pidfile.read_text().split()]
+    assert len(pids) == 2
+    alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == []
+    assert outcome.logs == [tmp_path / launch.LAUNCHER_LOG]
+
+
+def test_a_launcher_that_exits_0_without_a_result_is_a_failure(monkeypatch, tmp_path):
+    pytest.importorskip("psutil", reason="psutil is in the training environment")
+    monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["true"])
+    outcome = launch.run_job(config(), tmp_path, tmp_path / "rank-config.yaml")
+    assert outcome.status == "FAILED" and "wrote no" in outcome.reason and outcome.returncode == 0
