@@ -36,6 +36,6 @@ def store_copy(published_store, tmp_path) -> str:
     src = Path(published_store[len("sqlite:///"):])
     dst = tmp_path / "store.db"
     shutil.copy(src, dst)
-    if (src.parent / "artifacts").exists():
-        shutil.copytree(src.parent / "artifacts", tmp_path / "artifacts")
+    if (src.parent / "store-artifacts").exists():
+        shutil.copytree(src.parent / "store-artifacts", tmp_path / "store-artifacts")
     return f"sqlite:///{dst}"

@@ -12,7 +12,7 @@ import tempfile
 import pytest
 
 from scalestudy.ingest.__main__ import main
-from scalestudy.tracking import load_runs, load_series
+from scalestudy.tracking import artifact_root, load_runs, load_series
 
 REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
 DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs"]
@@ -88,7 +88,7 @@ def test_import_all(store):
 
     keras = runs[runs["experiment"] == "keras-backends-2017"].set_index("import_key")
     assert keras.loc["resnet50/reduce-randomization/mxnet/16", "time_per_epoch_s"] == 304.02
-    assert (store["db"].parent / "artifacts" / "hacksa-2019").is_dir()  # the raw logs were attached
+    assert (artifact_root(store["uri"]) / "hacksa-2019").is_dir()  # the raw logs were attached
 
 
 def pd_isna(value) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+from itertools import zip_longest
 from pathlib import Path
 from typing import Iterable
 from urllib.parse import unquote, urlparse
@@ -60,11 +61,12 @@ def _client(uri: str):
     return MlflowClient(tracking_uri=uri)
 
 
-def _artifact_location(uri: str, experiment: str) -> str | None:
+def artifact_root(uri: str) -> Path | None:
+    """Where a SQLite store keeps its artifacts: beside the database, one folder per store."""
     path = sqlite_path(uri)
     if path is None:
-        return None  # the server decides
-    return (path.parent / "artifacts" / experiment).resolve().as_uri()
+        return None  # a server decides
+    return (path.parent / f"{path.stem}-artifacts").resolve()
 
 
 def ensure_experiment(client, uri: str, name: str) -> str:
@@ -73,7 +75,10 @@ def ensure_experiment(client, uri: str, name: str) -> str:
         if exp.lifecycle_stage != "active":
             client.restore_experiment(exp.experiment_id)
         return exp.experiment_id
-    return client.create_experiment(name, artifact_location=_artifact_location(uri, name))
+    root = artifact_root(uri)
+    # The kind tag makes MLflow 3's UI open the experiment on its runs table, not the GenAI overview.
+    return client.create_experiment(name, artifact_location=(root / name).as_uri() if root else None,
+                                    tags={"mlflow.experimentKind": "custom_model_development"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -93,11 +98,12 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
     metrics = [Metric(k, float(v), t0, 0) for k, v in sorted(rec.metrics.items())]
     for name, points in sorted(rec.series.items()):
         metrics += [Metric(name, float(v), int(ts), int(step)) for step, ts, v in points]
-    # MLflow caps a batch at 100 params and 1000 metrics.
-    for i in range(0, max(len(params), 1), 100):
-        client.log_batch(run_id, params=params[i:i + 100])
-    for i in range(0, len(metrics), 1000):
-        client.log_batch(run_id, metrics=metrics[i:i + 1000])
+    # Few write transactions per run (each waits for a disk sync): MLflow caps a batch at 100 params
+    # and 1000 metrics, which one batch holds for nearly every run.
+    param_chunks = [params[i:i + 100] for i in range(0, len(params), 100)]
+    metric_chunks = [metrics[i:i + 1000] for i in range(0, len(metrics), 1000)]
+    for param_chunk, metric_chunk in zip_longest(param_chunks, metric_chunks, fillvalue=[]):
+        client.log_batch(run_id, params=param_chunk, metrics=metric_chunk)
     for name, path in sorted(rec.artifacts.items()):
         client.log_artifact(run_id, str(path), artifact_path=name)
     client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from typing import Iterator
 
-from .tracking import sqlite_path, tracking_uri
+from .tracking import artifact_root, sqlite_path, tracking_uri
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -32,8 +32,7 @@ def server_command(uri: str, host: str = "127.0.0.1", port: int = 5000) -> list[
            "--host", host, "--port", str(port), "--workers", "1"]
     path = sqlite_path(uri)
     if path is not None:
-        # Same place tracking.py puts experiment artifacts: <store folder>/artifacts.
-        artifacts = (path.parent / "artifacts").resolve()
+        artifacts = artifact_root(uri)  # where tracking.py puts the store's artifacts
         artifacts.mkdir(parents=True, exist_ok=True)
         cmd += ["--default-artifact-root", artifacts.as_uri(), "--no-serve-artifacts"]
     return cmd
