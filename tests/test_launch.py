@@ -24,8 +24,22 @@ def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
     assert cmd == ["/venv/bin/horovodrun", "-np", "2", "-H", "localhost:2", "--gloo",
                    "--output-filename", str(tmp_path / "logs"), "--verbose",
                    sys.executable, "-m", "scalestudy.runners.tensorflow", str(tmp_path / "rank-config.yaml")]
+    one = launch.launcher_command(config(workers=1, cluster={"hosts": "localhost:1"}), tmp_path / "c.yaml", tmp_path)
+    assert "--output-filename" not in one and one[1:5] == ["-np", "1", "-H", "localhost:1"]
     with pytest.raises(launch.LaunchError, match="cluster.launcher='srun'"):
         launch.launcher_command(config(cluster={"launcher": "srun"}), tmp_path / "c.yaml", tmp_path)
+
+
+def test_rank_logs_are_split_from_the_launcher_log_where_missing(tmp_path):
+    (tmp_path / launch.LAUNCHER_LOG).write_text(
+        "$ horovodrun ...\n[0]<stdout>:hello\n[0]<stderr>:warn\n[1]<stdout>:other\n[0]<stdout>:bye\nplain\n")
+    (tmp_path / launch.LOG_DIR / "rank.1").mkdir(parents=True)
+    (tmp_path / launch.LOG_DIR / "rank.1" / "stdout").write_text("written by the launcher\n")
+    logs = launch.collect_logs(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in logs] == [
+        "launcher.log", "rank-logs/rank.0/stderr", "rank-logs/rank.0/stdout", "rank-logs/rank.1/stdout"]
+    assert (tmp_path / "rank-logs/rank.0/stdout").read_text() == "hello\nbye\n"
+    assert (tmp_path / "rank-logs/rank.1/stdout").read_text() == "written by the launcher\n"
 
 
 def test_cpu_ranks_share_the_cores_and_see_no_gpu():

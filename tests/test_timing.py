@@ -58,6 +58,10 @@ def test_aggregate_cuts_warmup_and_sums_what_each_rank_measured():
     assert [v for _, _, v in series] == pytest.approx([8, 16, 16, 24, 16, 16])
     assert series[0][1] == 101000 and series[-1][1] == 103250  # rank 0's wall clock, ms
     assert set(m) <= set(MEASURED_METRICS)
+    assert "time_launch_s" not in m  # only when the ranks report their process start
+    launched = aggregate([dict(RANK0, process_start_unix=99.5), dict(RANK1, process_start_unix=99.75)],
+                         warmup_steps=2, min_measured=4, job_start_unix=JOB_START)
+    assert launched["metrics"]["time_launch_s"] == pytest.approx(0.75)
 
 
 def test_no_epoch_metric_without_a_complete_epoch():

@@ -10,11 +10,13 @@ import importlib.util
 import io
 import os
 import pickle
+import sqlite3
 import subprocess
 import sys
 import tarfile
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pytest
@@ -32,7 +34,7 @@ pytestmark = [
 RUN_METRICS = {
     "throughput_total", "throughput_per_worker", "throughput_mean", "throughput_median", "throughput_stderr",
     "throughput_ci95_low", "throughput_ci95_high", "measured_steps", "warmup_detected_step",
-    "time_total_s", "time_init_s", "time_work_s", "time_per_epoch_s", "memory_peak_mb",
+    "time_total_s", "time_init_s", "time_work_s", "time_per_epoch_s", "time_launch_s", "memory_peak_mb",
 }
 TINY = ["workers=2", "batch_per_worker=4", "warmup_steps=3", "min_measured_steps=5", "timeout_s=240",
         "data.image_size=32", "platform=test-box"]
@@ -58,8 +60,14 @@ def job_processes(tmp_path: Path) -> list[str]:
 
 
 def artifacts(uri: str, run_id: str) -> set[str]:
-    root = Path(uri[len("sqlite:///"):]).parent / "artifacts" / "measured" / run_id / "artifacts"
-    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+    """Files logged with a run, read from where the store says its artifacts are."""
+    con = sqlite3.connect(uri[len("sqlite:///"):])
+    try:
+        (location,) = con.execute("SELECT artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
+    finally:
+        con.close()
+    root = Path(unquote(urlparse(location).path))
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 @pytest.fixture()
@@ -82,35 +90,58 @@ def cifar_archive(tmp_path_factory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("framework", ["tensorflow", "mxnet"])
-def test_two_ranks_record_one_finished_run(tmp_path, uri, cifar_archive, framework):
+def check_finished_run(run, uri: str, framework: str, workers: int, steps: int, started: float) -> None:
+    """Everything a FINISHED measured run must carry (2 ranks or 1, CIFAR-10 archive, one epoch)."""
+    assert (run.experiment, run.status, run.source) == ("measured", "FINISHED", "measured")
+    assert (run.model, run.framework, run.workers, run.device, run.data, run.batch_per_worker, run.platform) == \
+        ("resnet50", framework, workers, "cpu", "cifar10", 4, "test-box")
+    assert run.seed == 1337 and run.epochs == 1 and run.device_type == "cpu"
+    for name in RUN_METRICS | {"accuracy_train", "accuracy_test"}:
+        assert np.isfinite(run[name]), name
+    assert run.measured_steps == steps - 3 and run.throughput_total > 0
+    assert run.throughput_per_worker == pytest.approx(run.throughput_total / workers)
+    assert run.throughput_ci95_low <= run.throughput_mean <= run.throughput_ci95_high
+    assert 0 < run.time_init_s < run.time_total_s < time.monotonic() - started + 1
+    assert run.time_work_s == pytest.approx(run.time_total_s - run.time_init_s)
+    assert 0 < run.time_launch_s < run.time_init_s
+    assert 0 <= run.accuracy_train <= 1 and 0 <= run.accuracy_test <= 1
+    series = load_series([run.run_id], ["step_throughput_total"], uri)
+    assert series.step.tolist() == list(range(steps))
+    assert (series.timestamp_ms.diff().dropna() >= 0).all() and (series.value > 0).all()
+    files = artifacts(uri, run.run_id)
+    assert {"config/config.yaml", "environment/environment.json", "result/result.json"} <= files
+    assert {f"logs/rank-logs/rank.{r}/stdout" for r in range(workers)} <= {f.rsplit("/", 1)[0] for f in files}, files
+    assert "logs/launcher.log/launcher.log" in files, files
+
+
+def test_tensorflow_two_ranks_record_one_finished_run(tmp_path, uri, cifar_archive):
     # 64 images over 2 ranks, batch 4: 8 steps per epoch; 1 epoch = 3 warm-up + 5 measured steps
     started = time.monotonic()
-    proc = train(tmp_path, f"framework={framework}", "model=resnet50", "data=cifar10", f"data.path={cifar_archive}",
+    proc = train(tmp_path, "framework=tensorflow", "model=resnet50", "data=cifar10", f"data.path={cifar_archive}",
                  "epochs=1", *TINY, uri=uri)
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
     runs = load_runs(uri)
     assert len(runs) == 1
-    run = runs.iloc[0]
-    assert (run.experiment, run.status, run.source) == ("measured", "FINISHED", "measured")
-    assert (run.model, run.framework, run.workers, run.device, run.data, run.batch_per_worker, run.platform) == \
-        ("resnet50", framework, 2, "cpu", "cifar10", 4, "test-box")
-    assert run["data.path"] == str(cifar_archive) and run.seed == 1337 and run.epochs == 1
-    for name in RUN_METRICS | {"accuracy_train", "accuracy_test"}:
-        assert np.isfinite(run[name]), name
-    assert run.measured_steps == 5 and run.throughput_total > 0
-    assert run.throughput_per_worker == pytest.approx(run.throughput_total / 2)
-    assert run.throughput_ci95_low <= run.throughput_mean <= run.throughput_ci95_high
-    assert 0 < run.time_init_s < run.time_total_s < time.monotonic() - started + 1
-    assert run.time_work_s == pytest.approx(run.time_total_s - run.time_init_s)
-    assert 0 <= run.accuracy_train <= 1 and 0 <= run.accuracy_test <= 1
-    series = load_series([run.run_id], ["step_throughput_total"], uri)
-    assert series.step.tolist() == list(range(8))
-    assert (series.timestamp_ms.diff().dropna() >= 0).all() and (series.value > 0).all()
-    files = artifacts(uri, run.run_id)
-    assert {"config/config.yaml", "environment/environment.json", "result/result.json"} <= files
-    assert any(f.startswith("logs/rank-logs/rank.1/") for f in files), files
-    assert any(f.startswith("logs/launcher.log") for f in files), files
+    check_finished_run(runs.iloc[0], uri, "tensorflow", 2, 8, started)
+    assert runs.iloc[0]["data.path"] == str(cifar_archive)
+    assert job_processes(tmp_path) == []
+
+
+def test_mxnet_sweep_of_an_experiment_records_one_run_per_job(tmp_path, uri, cifar_archive):
+    # figure 6's sweep cut to MXNet and ResNet-50: 1 rank (16 steps of 4 images) and 2 ranks (8 steps each)
+    started = time.monotonic()
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    args = [sys.executable, "-m", "scalestudy.train", "-m", "+experiment=figure-6", f"hydra.sweep.dir={tmp_path / 'job'}",
+            "hydra.sweeper.params.framework=mxnet", "hydra.sweeper.params.model=resnet50",
+            f"data.path={cifar_archive}", "epochs=1", *[o for o in TINY if not o.startswith("workers=")]]
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
+    runs = load_runs(uri).sort_values("workers")
+    assert runs.workers.tolist() == [1, 2] and set(runs.study) == {"figure-6"}
+    for run, steps in zip(runs.itertuples(index=False), (16, 8)):
+        check_finished_run(runs[runs.run_id == run.run_id].iloc[0], uri, "mxnet", run.workers, steps, started)
+    assert sorted(p.name for p in (tmp_path / "job").iterdir() if p.is_dir()) == \
+        ["0_resnet50_mxnet_w1", "1_resnet50_mxnet_w2"]
     assert job_processes(tmp_path) == []
 
 

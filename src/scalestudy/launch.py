@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import platform as platform_mod
 import shutil
 import signal
@@ -70,8 +71,9 @@ def launcher_command(cfg, rank_config: Path, log_dir: Path) -> list[str]:
     cluster = cfg.cluster
     ranks = [sys.executable, "-m", str(cfg.framework.runner), str(rank_config)]
     if cluster.launcher == "horovodrun":
-        cmd = [_tool("horovodrun"), "-np", str(int(cfg.workers)), "-H", str(cluster.hosts), "--gloo",
-               "--output-filename", str(log_dir)]
+        cmd = [_tool("horovodrun"), "-np", str(int(cfg.workers)), "-H", str(cluster.hosts), "--gloo"]
+        if int(cfg.workers) > 1:  # horovodrun 0.28.1 fails on it with -np 1 (log10(0)); see split_launcher_log
+            cmd += ["--output-filename", str(log_dir)]
         if cluster.get("network_interface"):
             cmd += ["--network-interface", str(cluster.network_interface)]
         return cmd + [str(a) for a in cluster.get("extra_args") or []] + ranks
@@ -156,10 +158,31 @@ def _kill_job(popen: subprocess.Popen, job_id: str, grace_s: float) -> list[int]
     return [p.pid for p in _job_processes(job_id, me)]
 
 
+RANK_LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
+
+
+def split_launcher_log(launcher_log: Path, log_dir: Path) -> None:
+    """Write rank.N/stdout and rank.N/stderr from the launcher's prefixed output ('[0]<stdout>:...'),
+    for the ranks whose log files the launcher did not write itself."""
+    if not launcher_log.exists():
+        return
+    lines: dict[tuple[str, str], list[str]] = {}
+    for line in launcher_log.read_text(errors="replace").splitlines():
+        match = RANK_LINE.match(line)
+        if match:
+            lines.setdefault((match[1], match[2]), []).append(match[3])
+    for (rank, stream), text in lines.items():
+        path = log_dir / f"rank.{rank}" / stream
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(text) + "\n")
+
+
 def collect_logs(job_dir: Path) -> list[Path]:
     """The launcher's log and every rank's stdout/stderr files, sorted."""
     logs = [job_dir / LAUNCHER_LOG] if (job_dir / LAUNCHER_LOG).exists() else []
     log_dir = job_dir / LOG_DIR
+    split_launcher_log(job_dir / LAUNCHER_LOG, log_dir)
     if log_dir.exists():
         logs += sorted(p for p in log_dir.rglob("*") if p.is_file())
     return logs

@@ -18,7 +18,8 @@ Method (DESIGN.md, "Measurement method"):
   machine neighbouring steps are correlated, so the interval is then too narrow, never too wide).
 - Times are measured from the job start (when the launcher started the ranks):
   time_init_s = the last rank's first step start; time_total_s = the last rank's last step end;
-  time_work_s = total - init; time_per_epoch_s = mean over complete epochs of the slowest rank's
+  time_work_s = total - init; time_launch_s = the last rank's process start (the launcher's share of
+  init); time_per_epoch_s = mean over complete epochs of the slowest rank's
   epoch time (epoch 0 includes the warm-up).
 """
 from __future__ import annotations
@@ -43,6 +44,7 @@ EXTRA_METRICS = {
     "measured_steps": "number of steps after warm-up that the throughput numbers use",
     "warmup_steps_configured": "steps excluded as warm-up, as configured",
     "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
+    "time_launch_s": "start of the job to the last rank's process start, s (launcher overhead, part of time_init_s)",
 }
 MEASURED_METRICS = {**METRICS, **EXTRA_METRICS}
 STEP_SERIES = "step_throughput_total"
@@ -207,6 +209,8 @@ def aggregate(ranks: Sequence[dict], *, warmup_steps: int, min_measured: int, jo
         "time_init_s": float(init),
         "time_work_s": float(total - init),
     }
+    if all("process_start_unix" in r for r in ranks):
+        metrics["time_launch_s"] = float(max(r["process_start_unix"] for r in ranks) - job_start_unix)
     epochs = [epoch_times(r["loop_start_unix"], r["step_end_unix"], r["epoch_end_steps"]) for r in ranks]
     n_epochs = min(len(e) for e in epochs)
     if n_epochs:

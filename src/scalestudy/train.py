@@ -60,6 +60,8 @@ def check_config(cfg: DictConfig) -> None:
         bad("data_format", "gluon's model zoo builds NCHW networks only")
     if fw == "tensorflow" and cfg.device == "cpu" and cfg.data_format == "NCHW":
         bad("data_format", "TensorFlow's CPU convolutions are NHWC only")
+    if cfg.mixed_precision and fw == "mxnet" and cfg.device == "cpu":
+        bad("mixed_precision", "MXNet's AMP on a CPU needs oneDNN bfloat16 kernels (AVX-512 BF16); use it with device=gpu")
     if cfg.xla and fw != "tensorflow":
         bad("xla", "XLA is a TensorFlow option")
     if fw == "tensorflow" and str(cfg.model.name) == "inception3" and int(cfg.data.image_size) < 75:
