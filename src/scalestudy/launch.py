@@ -62,7 +62,8 @@ def _tool(name: str) -> str:
         return str(beside)
     found = shutil.which(name)
     if not found:
-        raise LaunchError(f"cluster.launcher: {name!r} is neither beside {sys.executable} nor on PATH")
+        raise LaunchError(f"cluster.launcher: {name!r} is neither beside {sys.executable} nor on PATH: run the "
+                          "harness with the training environment's python (.venv-train/bin/python, Horovod built)")
     return found
 
 

@@ -187,6 +187,10 @@ def main(cfg: DictConfig) -> None:
         summary.update({k: round(m[k], 3) for k in ("throughput_total", "throughput_ci95_low",
                                                     "throughput_ci95_high", "time_work_s") if k in m})
     print(json.dumps(summary), flush=True)
+    detected = record.metrics.get("warmup_detected_step")
+    if detected is not None and detected > int(cfg.warmup_steps):
+        print(f"warning: the series reaches steady state at step {int(detected)}, after the {cfg.warmup_steps} "
+              f"warm-up steps configured: consider warmup_steps={int(detected)}", file=sys.stderr, flush=True)
     if record.status != "FINISHED":
         raise RunFailed(f"run {run_id} ({record.run_name}) FAILED: {record.tags['failure']}; logs in {job_dir}")
 
