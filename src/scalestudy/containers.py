@@ -1,0 +1,444 @@
+"""The container recipes (Dockerfile, Singularity.def), checked without a container engine.
+
+- `parse_definition`: reads an Apptainer/Singularity definition file the way Apptainer splits it (header,
+  then sections, a section being any line whose first word starts with %), and REJECTS an unknown or
+  misspelled section (`%enviroment`) with file:line and the likely intended name: older Apptainer and
+  SingularityCE silently ignore such a section, so the image would be built without it.
+- `check_entry_points`: the `python -m MODULE` calls of %runscript and %test name modules that exist (ours
+  under src/), and the Hydra overrides of `python -m scalestudy.train ...` compose with conf/train.yaml.
+- `check_recipes`: both recipes install from the same lock (requirements.lock; no pinned version of a locked
+  package written in a recipe) and the same base (the Singularity From: is the image the Dockerfile builds).
+- `image_requirements`: the exact pins the image installs: the lock's closure of the `build` and `train`
+  extras, with the two substitutions docs/containers.md explains (Horovod built afterwards from source;
+  tensorflow-cpu -> tensorflow of the same version, for the GPU).
+
+Stdlib only at import (the Docker build runs this file before the package is installed):
+    python3.11 src/scalestudy/containers.py image-requirements [--pyproject F] [--lock F]
+    python -m scalestudy.containers check [--repo DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Apptainer's definition-file sections (pkg/build/types/parser/deffile.go) and header keywords.
+SECTIONS = ("help", "setup", "files", "labels", "environment", "pre", "post", "runscript", "test",
+            "startscript", "arguments")
+APP_SECTIONS = ("appinstall", "applabels", "appfiles", "appenv", "apptest", "apphelp", "apprun", "appstart")
+HEADERS = ("bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include", "library",
+           "registry", "namespace", "stage", "product", "user", "regcode", "productpgp", "registerurl",
+           "modules", "otherurl", "fingerprints", "confurl", "setopt")
+BOOTSTRAPS = ("docker", "docker-daemon", "docker-archive", "oci", "oci-archive", "localimage", "library",
+              "oras", "shub", "scratch", "debootstrap", "yum", "zypper", "arch", "busybox")
+PLACEHOLDER = re.compile(r"{{\s*(\w+)\s*}}")
+
+# The image's substitutions of the lock (see docs/containers.md).
+BUILT_FROM_SOURCE = ("horovod",)
+GPU_VARIANTS = {"tensorflow-cpu": "tensorflow"}
+IMAGE_EXTRAS = ("build", "train")
+
+
+class DefinitionError(ValueError):
+    """A definition file Apptainer would reject or misread; the message starts with file:line."""
+
+
+@dataclass
+class Section:
+    name: str            # lower case, without %
+    args: str            # the rest of the section line (app name, %files from STAGE, %post -c /bin/bash)
+    line: int            # where the section starts (1-based)
+    body: list[tuple[int, str]] = field(default_factory=list)
+
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.body)
+
+
+@dataclass
+class Definition:
+    path: Path
+    header: dict[str, tuple[str, int]]   # keyword (lower case) -> (value, line)
+    sections: list[Section]
+    arguments: dict[str, str]            # %arguments defaults
+
+    def section(self, name: str) -> Section | None:
+        found = [s for s in self.sections if s.name == name]
+        if not found:
+            return None
+        merged = Section(name, found[0].args, found[0].line)
+        for part in found:  # Apptainer appends repeated sections
+            merged.body += part.body
+        return merged
+
+    def resolve(self, text: str, line: int = 0) -> str:
+        """Text with its {{ NAME }} build arguments replaced by their %arguments defaults."""
+        def sub(match):
+            if match[1] not in self.arguments:
+                raise DefinitionError(f"{self.path}:{line}: build argument {{{{ {match[1]} }}}} has no default "
+                                      "in %arguments")
+            return self.arguments[match[1]]
+        return PLACEHOLDER.sub(sub, text)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.header.get("bootstrap", ("", 0))[0]
+
+    @property
+    def base(self) -> str:
+        value, line = self.header.get("from", ("", 0))
+        return self.resolve(value, line)
+
+
+def _suggest(name: str) -> str:
+    close = difflib.get_close_matches(name, SECTIONS + APP_SECTIONS, n=1, cutoff=0.6)
+    return f" (did you mean %{close[0]}?)" if close else ""
+
+
+def parse_definition(path: str | Path, text: str | None = None) -> Definition:
+    """Parse a definition file; unknown sections, header keywords or bootstrap agents raise DefinitionError."""
+    path = Path(path)
+    text = path.read_text() if text is None else text
+    header: dict[str, tuple[str, int]] = {}
+    sections: list[Section] = []
+    current: Section | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        words = raw.split()
+        if words and words[0].startswith("%"):
+            name = words[0][1:].lower()
+            args = raw.strip()[len(words[0]):].strip()
+            where = f"{path}:{number}"
+            if name in APP_SECTIONS:
+                if not args:
+                    raise DefinitionError(f"{where}: %{name} needs an app name")
+            elif name not in SECTIONS:
+                raise DefinitionError(
+                    f"{where}: unknown section {words[0]!r}{_suggest(name)}; Apptainer knows "
+                    + ", ".join("%" + s for s in SECTIONS) + " and %app* (a line in a section whose first word "
+                    "starts with % also opens a section)")
+            current = Section(name, args, number)
+            sections.append(current)
+            continue
+        if current is not None:
+            current.body.append((number, raw))
+            continue
+        stripped = raw.split("#", 1)[0].strip()
+        if not stripped:
+            continue
+        key, sep, value = stripped.partition(":")
+        keyword = re.sub(r"\d+$", "", key.strip().lower())
+        if not sep:
+            raise DefinitionError(f"{path}:{number}: header line {raw.strip()!r} is not 'Keyword: value'")
+        if keyword not in HEADERS:
+            raise DefinitionError(f"{path}:{number}: unknown header keyword {key.strip()!r}")
+        header[key.strip().lower()] = (value.strip(), number)
+    if "bootstrap" not in header:
+        raise DefinitionError(f"{path}:1: no 'Bootstrap:' header")
+    if header["bootstrap"][0] not in BOOTSTRAPS:
+        value, line = header["bootstrap"]
+        raise DefinitionError(f"{path}:{line}: unknown bootstrap agent {value!r}")
+    arguments: dict[str, str] = {}
+    for sec in (s for s in sections if s.name == "arguments"):
+        for number, raw in sec.body:
+            line = raw.strip()
+            if line and not line.startswith("#"):
+                key, sep, value = line.partition("=")
+                if not sep:
+                    raise DefinitionError(f"{path}:{number}: %arguments line {line!r} is not NAME=value")
+                arguments[key.strip()] = value.strip()
+    definition = Definition(path, header, sections, arguments)
+    for number, raw in enumerate(text.splitlines(), start=1):  # every placeholder has a default
+        if PLACEHOLDER.search(raw):
+            definition.resolve(raw, number)
+    return definition
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points of %runscript and %test
+
+
+def _logical_lines(section: Section) -> list[tuple[int, str]]:
+    """Shell lines of a section with backslash continuations joined, comments dropped."""
+    out: list[tuple[int, str]] = []
+    pending, start = "", 0
+    for number, raw in section.body:
+        line = raw.strip()
+        if not pending and (not line or line.startswith("#")):
+            continue
+        if not pending:
+            start = number
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        out.append((start, pending + line))
+        pending = ""
+    if pending:
+        out.append((start, pending))
+    return out
+
+
+def python_module_calls(section: Section) -> list[tuple[int, str, list[str]]]:
+    """(line, module, args) of every `python -m MODULE ARGS` in a section (python, python3, python3.11)."""
+    calls = []
+    for number, line in _logical_lines(section):
+        for command in re.split(r"&&|\|\||;|\|", line):
+            try:
+                words = shlex.split(command, comments=True)
+            except ValueError:
+                continue
+            for i, word in enumerate(words):
+                if re.fullmatch(r"(\S*/)?python(3(\.\d+)?)?", word) and i + 2 < len(words) \
+                        and words[i + 1] == "-m":
+                    calls.append((number, words[i + 2], words[i + 3:]))
+                    break
+    return calls
+
+
+def module_exists(module: str, src: Path) -> bool:
+    """Ours (scalestudy.*): a module or package under src/; anything else: importable here."""
+    if module.split(".")[0] == "scalestudy":
+        base = src.joinpath(*module.split("."))
+        return base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def hydra_overrides(args: list[str]) -> list[str]:
+    """The Hydra overrides among a command's arguments (shell expansions like "$@" are left out)."""
+    return [a for a in args if "=" in a and not a.startswith("-") and "$" not in a]
+
+
+def check_entry_points(definition: Definition, src: Path, conf: Path) -> list[str]:
+    """Problems (file:line: ...) with the modules and Hydra overrides that %runscript and %test use."""
+    problems = []
+    for name in ("runscript", "test"):
+        section = definition.section(name)
+        if section is None:
+            problems.append(f"{definition.path}: no %{name} section")
+            continue
+        calls = python_module_calls(section)
+        if not calls:
+            problems.append(f"{definition.path}:{section.line}: %{name} calls no `python -m MODULE`")
+        for line, module, args in calls:
+            where = f"{definition.path}:{line}"
+            if not module_exists(module, src):
+                problems.append(f"{where}: %{name} runs python -m {module}, but no module {module} exists "
+                                f"(looked under {src} and on this Python's path)")
+                continue
+            if module == "scalestudy.train":
+                overrides = hydra_overrides(args)
+                if overrides:
+                    problem = compose_problem(conf, overrides)
+                    if problem:
+                        problems.append(f"{where}: %{name}: overrides {' '.join(overrides)} do not compose with "
+                                        f"{conf / 'train.yaml'}: {problem}")
+    return problems
+
+
+def compose_problem(conf: Path, overrides: list[str]) -> str | None:
+    """None if conf/train.yaml composes with the overrides (Hydra's compose API; nothing runs), else why."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
+            cfg = compose("train", overrides=list(overrides))
+            OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves too
+    except Exception as err:  # Hydra's errors name the override and the choices
+        return f"{type(err).__name__}: {str(err).splitlines()[0]}"
+    finally:
+        GlobalHydra.instance().clear()
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# The lock, and what the image installs from it
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_pins(lock_text: str) -> dict[str, str]:
+    """{normalised name: version} of a uv/pip-compile lock."""
+    pins = {}
+    for line in lock_text.splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[^\]]*\])?==([^\s;#]+)", line)
+        if match:
+            pins[_norm(match[1])] = match[3]
+    return pins
+
+
+def lock_parents(lock_text: str) -> dict[str, set[str]]:
+    """{package: the packages (or 'scalestudy') that pull it in}, from the lock's '# via' comments."""
+    parents: dict[str, set[str]] = {}
+    current = None
+    in_via = False
+    for line in lock_text.splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", line)
+        if match:
+            current, in_via = _norm(match[1]), False
+            parents[current] = set()
+            continue
+        comment = line.strip()
+        if current is None or not comment.startswith("#"):
+            continue
+        body = comment.lstrip("#").strip()
+        if body.startswith("via"):
+            in_via = True
+            body = body[3:].strip()
+        if in_via and body:
+            parents[current].add("scalestudy" if body.startswith("scalestudy") else _norm(body.split()[0]))
+    return parents
+
+
+def extra_roots(pyproject_text: str, extras=IMAGE_EXTRAS) -> set[str]:
+    import tomllib
+
+    optional = tomllib.loads(pyproject_text)["project"].get("optional-dependencies", {})
+    missing = [e for e in extras if e not in optional]
+    if missing:
+        raise KeyError(f"pyproject.toml has no extras {missing}")
+    return {_norm(re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0]) for e in extras for req in optional[e]}
+
+
+def image_requirements(pyproject_text: str, lock_text: str, extras=IMAGE_EXTRAS) -> list[str]:
+    """`name==version` lines the image installs with --no-deps: the lock's closure of `extras`, less what is
+    built from source, with the GPU variant of TensorFlow at the lock's version."""
+    pins, parents = lock_pins(lock_text), lock_parents(lock_text)
+    children: dict[str, set[str]] = {}
+    for child, ps in parents.items():
+        for parent in ps:
+            children.setdefault(parent, set()).add(child)
+    roots = extra_roots(pyproject_text, extras)
+    missing = sorted(roots - set(pins))
+    if missing:
+        raise KeyError(f"requirements.lock lacks {missing}: regenerate it (make lock)")
+    needed, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        todo += sorted(children.get(name, ()))
+    lines = []
+    for name in sorted(needed - set(BUILT_FROM_SOURCE)):
+        lines.append(f"{GPU_VARIANTS.get(name, name)}=={pins[name]}")
+    return lines
+
+
+# --------------------------------------------------------------------------------------------
+# The two recipes agree
+
+
+def dockerfile_args(text: str) -> dict[str, str]:
+    return {m[1]: m[2].strip().strip('"') for m in re.finditer(r"^ARG\s+(\w+)=(.*)$", text, re.M)}
+
+
+def dockerfile_base(text: str) -> str:
+    """The Dockerfile's first FROM image, with its ARG defaults filled in (digest dropped when empty)."""
+    args = dockerfile_args(text)
+    match = re.search(r"^FROM\s+(\S+)", text, re.M)
+    if not match:
+        raise ValueError("Dockerfile: no FROM")
+    image = match[1]
+    image = re.sub(r"\$\{(\w+):\+([^}]*)\}", lambda m: m[2] if args.get(m[1]) else "", image)
+    return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m[1] or m[2], ""), image)
+
+
+def script_default(text: str, var: str) -> str | None:
+    """VAR's default in a shell script written as VAR="${VAR:-default}"."""
+    match = re.search(rf'^\s*{var}="?\$\{{{var}:-([^}}]+)\}}"?', text, re.M)
+    return match[1] if match else None
+
+
+def locked_versions_written(text: str, pins: dict[str, str], where: str) -> list[str]:
+    """`pkg==version` of a locked package written in a recipe: a version written twice."""
+    problems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.lstrip().startswith("#"):
+            continue
+        for match in re.finditer(r"([A-Za-z0-9][A-Za-z0-9._-]*)==\d[\w.]*", line):
+            if _norm(match[1]) in pins or _norm(match[1]) in {_norm(v) for v in GPU_VARIANTS.values()}:
+                problems.append(f"{where}:{number}: {match[0]} written here; versions come from requirements.lock")
+    return problems
+
+
+def check_recipes(repo: Path) -> list[str]:
+    """Problems with Dockerfile + Singularity.def + scripts/container.sh taken together (empty: consistent)."""
+    problems: list[str] = []
+    dockerfile = (repo / "Dockerfile").read_text()
+    pins = lock_pins((repo / "requirements.lock").read_text())
+    try:
+        definition = parse_definition(repo / "Singularity.def")
+    except DefinitionError as err:
+        return [str(err)]
+    script = (repo / "scripts" / "container.sh").read_text()
+
+    # one lock: the Dockerfile copies it and installs from it; no recipe pins a locked package itself
+    if not re.search(r"^COPY\b.*\brequirements\.lock\b", dockerfile, re.M):
+        problems.append("Dockerfile: does not COPY requirements.lock")
+    if "image-requirements" not in dockerfile:
+        problems.append("Dockerfile: does not install containers.py image-requirements (the lock's pins)")
+    if not re.search(r"horovod==\S*\bsed\b|sed[^\n]*\^horovod==", dockerfile):
+        problems.append("Dockerfile: the Horovod version is not read from requirements.lock")
+    problems += locked_versions_written(dockerfile, pins, "Dockerfile")
+    problems += locked_versions_written(definition.path.read_text(), pins, str(definition.path))
+    post = definition.section("post")
+    if post is not None and re.search(r"\bpip3?(\.\d+)?\s+install\b", post.text()):
+        problems.append(f"{definition.path}:{post.line}: %post installs Python packages: the image from the "
+                        "Dockerfile has them all, from the lock")
+
+    # one base: the Singularity image starts from the image the Dockerfile builds
+    image = script_default(script, "IMAGE")
+    if definition.bootstrap in ("docker-daemon", "docker-archive"):
+        if image is None:
+            problems.append("scripts/container.sh: no IMAGE=\"${IMAGE:-name:tag}\" default to compare with")
+        elif definition.base != image:
+            problems.append(f"{definition.path}:{definition.header['from'][1]}: From: {definition.base} is not "
+                            f"the image scripts/container.sh builds from the Dockerfile ({image})")
+    elif definition.bootstrap == "docker":
+        if definition.base != dockerfile_base(dockerfile):
+            problems.append(f"{definition.path}: From: {definition.base} is not the Dockerfile's base "
+                            f"{dockerfile_base(dockerfile)}")
+    else:
+        problems.append(f"{definition.path}: Bootstrap: {definition.bootstrap} does not start from the Docker image")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.containers", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    req = sub.add_parser("image-requirements", help="print the pins the image installs (--no-deps)")
+    req.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
+    req.add_argument("--lock", type=Path, default=Path("requirements.lock"))
+    chk = sub.add_parser("check", help="check Dockerfile, Singularity.def and their entry points")
+    chk.add_argument("--repo", type=Path, default=Path("."))
+    args = ap.parse_args(argv)
+    if args.what == "image-requirements":
+        print("\n".join(image_requirements(args.pyproject.read_text(), args.lock.read_text())))
+        return 0
+    repo = args.repo.resolve()
+    try:
+        definition = parse_definition(repo / "Singularity.def")
+        problems = check_recipes(repo) + check_entry_points(definition, repo / "src", repo / "conf")
+    except DefinitionError as err:
+        problems = [str(err)]
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not problems:
+        print("Dockerfile, Singularity.def and scripts/container.sh: consistent")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
