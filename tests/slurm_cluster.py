@@ -131,6 +131,7 @@ JobCompType=jobcomp/none
 MailProg=/bin/true
 ReturnToService=2
 SlurmdParameters=config_overrides
+CommunicationParameters=NoCtldInAddrAny,NoInAddrAny
 MinJobAge=600
 KillWait=5
 InactiveLimit=0
