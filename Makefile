@@ -10,6 +10,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.8
+# The training environment: the light group + TensorFlow, MXNet and Horovod (built here with Gloo, CPU).
+TRAIN_VENV := .venv-train
+TRAIN_PY := $(TRAIN_VENV)/bin/python
+HOROVOD_PIN = $(shell grep -E '^horovod==' requirements.lock)
+# Horovod compiles against the installed frameworks: rebuilt when one of these pins changes.
+HOROVOD_ABI = $(shell grep -E '^(horovod|tensorflow-cpu|mxnet|numpy)==' requirements.lock | tr '\n' ' ')
+HOROVOD_BUILD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
+	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo MAKEFLAGS=-j$(shell nproc)
 export MLFLOW_TRACKING_URI ?= sqlite:///$(CURDIR)/.mlflow/store.db
 
 # The published runs are imported once per store and again when a reference file or importer changes.
@@ -25,21 +33,26 @@ BUILD_ARGS := $(if $(source),source=$(source)) $(ARGS)
 
 APT_PAPER := latexmk texlive-latex-recommended texlive-fonts-recommended lmodern poppler-utils
 APT_UI := chromium chromium-driver
+APT_SLURM := munge slurmctld slurmd slurm-client
+APT_BUILD := g++ cmake
 apt_install = if [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian packages: $(1)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
 	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
 
-.PHONY: help env import figures tables all paper ui test test-fast clean distclean lock bench-build \
-	system-paper system-ui $(FIGURES) $(TABLES)
+.PHONY: help env train-env import figures tables all paper ui test test-fast test-train clean distclean lock \
+	bench-build bench-harness system-paper system-ui system-slurm system-build $(FIGURES) $(TABLES)
 
 help:
 	@echo "make figure-N     build paper/figures/figure-N.{pdf,png,json} (N = 1..7; source=measured|all)"
 	@echo "make figures      all figures;  make tables: paper/tables/table-N.tex;  make paper: paper/main.pdf"
 	@echo "make ui           browse every run in the MLflow UI on http://127.0.0.1:5000"
 	@echo "make import       (re)import the published measurements of experiments/reference into MLflow"
+	@echo "make run-figure-N run figure N's sweep here (1 and 2 CPU ranks), then: make figure-N source=measured"
+	@echo "make train-env    the training environment .venv-train (TensorFlow, MXNet, Horovod built with Gloo)"
 	@echo "make test         the test suite (installs what it needs)"
 	@echo "make bench-build  time all figures and tables on a store of 10,000 runs"
+	@echo "make bench-harness  our harness against a bare Horovod loop, same model, batch and ranks"
 
 # ---------------------------------------------------------------------------------------------
 # Environment: one lock file (requirements.lock) constrains every install.
@@ -56,6 +69,21 @@ $(VENV)/.test.stamp: $(VENV)/.build.stamp
 
 env: $(VENV)/.build.stamp
 
+# Horovod last, from source, against the frameworks just installed (--no-build-isolation); ~5 min on 2 cores.
+$(TRAIN_VENV)/.train.stamp: $(VENV)/.build.stamp pyproject.toml requirements.lock | system-build
+	@test -x $(TRAIN_PY) || $(PYTHON) -m venv $(TRAIN_VENV)
+	$(UV) pip install -q -p $(TRAIN_PY) -c requirements.lock --excludes <(echo horovod) -e '.[build,train,test]'
+	@if [ "$$(cat $(TRAIN_VENV)/.horovod-abi 2>/dev/null)" != "$(HOROVOD_ABI)" ]; then \
+	  echo "building $(HOROVOD_PIN) with TensorFlow, MXNet and Gloo (a few minutes)"; \
+	  $(HOROVOD_BUILD_ENV) $(TRAIN_PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
+	    --no-cache-dir --no-deps --force-reinstall "$(HOROVOD_PIN)" \
+	  && printf '%s' "$(HOROVOD_ABI)" > $(TRAIN_VENV)/.horovod-abi; fi
+	@for fw in tensorflow mxnet; do $(TRAIN_PY) -c "import horovod.$$fw as hvd; assert hvd.gloo_built()" 2>/dev/null \
+	  || { echo "Horovod in $(TRAIN_VENV) lacks $$fw or Gloo: rm $(TRAIN_VENV)/.horovod-abi and make train-env" >&2; exit 1; }; done
+	@touch $@
+
+train-env: $(TRAIN_VENV)/.train.stamp
+
 # Regenerate the lock from pyproject.toml (needs the network to PyPI); commit the result.
 lock: $(VENV)/.build.stamp
 	$(UV) pip compile pyproject.toml --extra build --extra train --extra test --python-version 3.11 \
@@ -67,6 +95,13 @@ system-paper:
 
 system-ui:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { $(call apt_install,$(APT_UI)); }
+
+system-slurm:
+	@PATH=$$PATH:/usr/sbin; command -v munged >/dev/null && command -v slurmctld >/dev/null && command -v slurmd \
+	  >/dev/null && command -v srun >/dev/null || { $(call apt_install,$(APT_SLURM)); }
+
+system-build:
+	@command -v g++ >/dev/null && command -v cmake >/dev/null || { $(call apt_install,$(APT_BUILD)); }
 
 # ---------------------------------------------------------------------------------------------
 # MLflow store
@@ -100,12 +135,23 @@ paper: all system-paper
 ui: $(IMPORTED)
 	$(PY) -m scalestudy.ui
 
+# A figure's sweep (conf/experiment/figure-N.yaml) here, through horovodrun; `ARGS=...` adds overrides.
+run-figure-%: $(TRAIN_VENV)/.train.stamp
+	$(TRAIN_PY) -m scalestudy.train -m +experiment=figure-$* $(ARGS)
+
 # ---------------------------------------------------------------------------------------------
-test: $(VENV)/.test.stamp system-paper system-ui
-	$(PY) -m pytest -q
+# The whole suite runs in the training environment (it holds the light group too), so nothing is skipped.
+test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm
+	$(TRAIN_PY) -m pytest -q
 
 test-fast: $(VENV)/.test.stamp
 	$(PY) -m pytest -q -m "not integration"
+
+test-train: $(TRAIN_VENV)/.train.stamp
+	$(TRAIN_PY) -m pytest -q tests/test_train_integration.py tests/test_launch.py tests/test_timing.py
+
+bench-harness: $(TRAIN_VENV)/.train.stamp
+	$(TRAIN_PY) benchmarks/bench_harness.py $(ARGS)
 
 bench-build: $(VENV)/.build.stamp
 	$(PY) benchmarks/bench_build.py
@@ -115,4 +161,4 @@ clean:
 	rm -rf paper/figures paper/tables paper/main.pdf benchmarks/out
 
 distclean: clean
-	rm -rf $(VENV) .mlflow
+	rm -rf $(VENV) $(TRAIN_VENV) .mlflow outputs multirun

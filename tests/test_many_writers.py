@@ -7,9 +7,9 @@ creates and migrates the store once and is its one writer. benchmarks/bench_many
 choices (server; every process on the SQLite file directly; per-job stores merged afterwards) and
 docs/slurm.md says why this one: writers opening a NEW SQLite store at once break its schema migration.
 
-Writers that create the experiment at once race in tracking.ensure_experiment (get-then-create): one of them
-gets RESOURCE_ALREADY_EXISTS and its run is lost. test_..._new_experiment shows it (xfail until tracking.py
-catches that error and reads the experiment back); test_..._existing_experiment is the steady state.
+Writers that create the experiment at once race in tracking.ensure_experiment (get, then create): the losers get
+RESOURCE_ALREADY_EXISTS and read the experiment back; test_..._new_experiment checks that no run is lost then,
+test_..._existing_experiment is the steady state.
 """
 from __future__ import annotations
 
@@ -150,9 +150,6 @@ def test_eight_writers_through_one_mlflow_server_lose_nothing_existing_experimen
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(strict=False, reason="tracking.ensure_experiment races (get, then create): a writer that "
-                   "loses gets RESOURCE_ALREADY_EXISTS and its run is lost; fix in tracking.py: catch it and "
-                   "read the experiment back")
 def test_eight_writers_through_one_mlflow_server_lose_nothing_new_experiment(server, tmp_path):
     store, url = server
     result = run_writers(url, tmp_path / "writers", experiment="many-writers-new")

@@ -3,8 +3,9 @@ import itertools
 
 import pytest
 
+from scalestudy.schema import METRICS
 from scalestudy.timing import (
-    EXTRA_METRICS, MEASURED_METRICS, STEP_SERIES, StepTimer, TimingError, aggregate, check_steps,
+    STEP_SERIES, StepTimer, TimingError, aggregate, check_steps,
     epoch_times, mean_interval, step_rates,
 )
 
@@ -57,7 +58,7 @@ def test_aggregate_cuts_warmup_and_sums_what_each_rank_measured():
     assert [s for s, _, _ in series] == list(range(6))
     assert [v for _, _, v in series] == pytest.approx([8, 16, 16, 24, 16, 16])
     assert series[0][1] == 101000 and series[-1][1] == 103250  # rank 0's wall clock, ms
-    assert set(m) <= set(MEASURED_METRICS)
+    assert set(m) <= set(METRICS)
     assert "time_launch_s" not in m  # only when the ranks report their process start
     launched = aggregate([dict(RANK0, process_start_unix=99.5), dict(RANK1, process_start_unix=99.75)],
                          warmup_steps=2, min_measured=4, job_start_unix=JOB_START)
@@ -96,8 +97,3 @@ def test_step_timer_reads_the_clock_and_anchors_it_to_wall_time():
     assert rec["epoch_end_steps"] == [3] and rec["rank"] == 0 and rec["images_per_step"] == 8
     with pytest.raises(RuntimeError, match="before start"):
         StepTimer(images_per_step=1).step_done()
-
-
-def test_extra_metrics_do_not_shadow_the_schema():
-    from scalestudy.schema import METRICS
-    assert not set(EXTRA_METRICS) & set(METRICS)

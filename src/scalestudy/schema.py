@@ -37,6 +37,16 @@ METRICS = {
     "accuracy_test": "test accuracy at the end, 0..1",
     "memory_peak_mb": "peak device memory as published or measured, MB",
     "efficiency_published": "scaling efficiency stated by the source, 0..1",
+    # What the harness measures beyond the published numbers (timing.py says how).
+    "throughput_mean": "mean over measured steps of the per-step total images/s",
+    "throughput_median": "median over measured steps of the per-step total images/s",
+    "throughput_stderr": "standard error of throughput_mean, images/s",
+    "throughput_ci95_low": "lower end of the 95 % interval of throughput_mean (Student's t), images/s",
+    "throughput_ci95_high": "upper end of the 95 % interval of throughput_mean (Student's t), images/s",
+    "measured_steps": "number of steps after warm-up that the throughput numbers use",
+    "warmup_steps_configured": "steps excluded as warm-up, as configured",
+    "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
+    "time_launch_s": "start of the job to the last rank's process start, s (launcher overhead, part of time_init_s)",
 }
 # Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
 SERIES = {

@@ -32,21 +32,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .schema import METRICS, SERIES
+from .schema import SERIES
 
-# Metrics a measured run logs beyond schema.METRICS (to be folded into schema.py).
-EXTRA_METRICS = {
-    "throughput_mean": "mean over measured steps of the per-step total images/s",
-    "throughput_median": "median over measured steps of the per-step total images/s",
-    "throughput_stderr": "standard error of throughput_mean, images/s",
-    "throughput_ci95_low": "lower end of the 95 % interval of throughput_mean (Student's t), images/s",
-    "throughput_ci95_high": "upper end of the 95 % interval of throughput_mean (Student's t), images/s",
-    "measured_steps": "number of steps after warm-up that the throughput numbers use",
-    "warmup_steps_configured": "steps excluded as warm-up, as configured",
-    "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
-    "time_launch_s": "start of the job to the last rank's process start, s (launcher overhead, part of time_init_s)",
-}
-MEASURED_METRICS = {**METRICS, **EXTRA_METRICS}
 STEP_SERIES = "step_throughput_total"
 assert STEP_SERIES in SERIES
 

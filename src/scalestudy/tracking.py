@@ -75,10 +75,18 @@ def ensure_experiment(client, uri: str, name: str) -> str:
         if exp.lifecycle_stage != "active":
             client.restore_experiment(exp.experiment_id)
         return exp.experiment_id
+    from mlflow.exceptions import MlflowException
+
     root = artifact_root(uri)
-    # The kind tag makes MLflow 3's UI open the experiment on its runs table, not the GenAI overview.
-    return client.create_experiment(name, artifact_location=(root / name).as_uri() if root else None,
-                                    tags={"mlflow.experimentKind": "custom_model_development"})
+    try:
+        # The kind tag makes MLflow 3's UI open the experiment on its runs table, not the GenAI overview.
+        return client.create_experiment(name, artifact_location=(root / name).as_uri() if root else None,
+                                        tags={"mlflow.experimentKind": "custom_model_development"})
+    except MlflowException as err:
+        # Sweep jobs start at once: another writer may have created it between our get and create.
+        if err.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(name).experiment_id
 
 
 # --------------------------------------------------------------------------------------------
@@ -273,27 +281,13 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
 # Measured runs (the training harness): one new run per job, FINISHED or FAILED, never synced away.
 
 
-def log_measured_run(rec: RunRecord, uri: str | None = None, extra_metrics: Iterable[str] = ()) -> str:
+def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
     """Write one measured run and return its run id.
 
-    The record is validated like every record, except that metric names may also be among
-    `extra_metrics` (what the harness measures beyond schema.METRICS, until the schema lists
-    them); it must carry the tag source=measured. Unlike sync_experiment, nothing else in the
-    experiment is touched: each job adds its run.
+    The record is validated like every record and must carry the tag source=measured. Unlike
+    sync_experiment, nothing else in the experiment is touched: each job adds its run.
     """
-    import dataclasses
-
-    from .schema import METRICS
-
-    extra = set(extra_metrics) - set(METRICS)
-    unknown = set(rec.metrics) - set(METRICS) - extra
-    if unknown:
-        raise SchemaError(f"{rec.where}: run {rec.key!r} has metrics outside the schema: {sorted(unknown)}")
-    dataclasses.replace(rec, metrics={k: v for k, v in rec.metrics.items() if k in METRICS}).validate()
-    for name in extra & set(rec.metrics):
-        value = rec.metrics[name]
-        if value is None or value != value:
-            raise SchemaError(f"{rec.where}: run {rec.key!r} metric {name} is missing (log nothing instead)")
+    rec.validate()
     if rec.tags.get("source") != "measured":
         raise SchemaError(f"{rec.where}: run {rec.key!r} is not tagged source=measured")
     uri = uri or tracking_uri()

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 from .launch import RANK_CONFIG, JobOutcome, environment_manifest, run_job
 from .runners.common import data_label
 from .schema import RunRecord, canonical_model
-from .timing import EXTRA_METRICS, TimingError, aggregate, check_steps
+from .timing import TimingError, aggregate, check_steps
 
 
 def _conf_dir() -> Path:
@@ -180,7 +180,7 @@ def main(cfg: DictConfig) -> None:
     outcome = run_job(cfg, job_dir, job_dir / RANK_CONFIG)
     record = record_job(cfg, job_dir, outcome)
     uri = cfg.tracking.uri or tracking_uri()
-    run_id = log_measured_run(record, uri=uri, extra_metrics=EXTRA_METRICS)
+    run_id = log_measured_run(record, uri=uri)
     summary = {"run_id": run_id, "status": record.status, "run_name": record.run_name, "store": uri}
     if record.status == "FINISHED":
         m = record.metrics
