@@ -41,7 +41,8 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
 
 .PHONY: help env train-env import figures tables all paper ui test test-fast test-train clean distclean lock \
-	bench-build bench-harness system-paper system-ui system-slurm system-build $(FIGURES) $(TABLES)
+	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
+	container-check $(FIGURES) $(TABLES)
 
 help:
 	@echo "make figure-N     build paper/figures/figure-N.{pdf,png,json} (N = 1..7; source=measured|all)"
@@ -51,6 +52,7 @@ help:
 	@echo "make run-figure-N run figure N's sweep here (1 and 2 CPU ranks), then: make figure-N source=measured"
 	@echo "make train-env    the training environment .venv-train (TensorFlow, MXNet, Horovod built with Gloo)"
 	@echo "make test         the test suite (installs what it needs)"
+	@echo "make docker / sif the GPU image / the Apptainer image (where the engine exists); container-check: lint"
 	@echo "make bench-build  time all figures and tables on a store of 10,000 runs"
 	@echo "make bench-harness  our harness against a bare Horovod loop, same model, batch and ranks"
 
@@ -135,9 +137,31 @@ paper: all system-paper
 ui: $(IMPORTED)
 	$(PY) -m scalestudy.ui
 
-# A figure's sweep (conf/experiment/figure-N.yaml) here, through horovodrun; `ARGS=...` adds overrides.
+# A figure's sweep (conf/experiment/figure-N.yaml) here, through horovodrun, 1 and 2 ranks. By default sized for
+# a 2-core machine with no GPU and no CIFAR-10 (synthetic 75 px images, a few minutes); SIZE=full runs the sweep
+# as configured, e.g. on a GPU node:
+#   make run-figure-1 SIZE=full ARGS='device=gpu data.path=/data/cifar-10-python.tar.gz hydra.sweeper.params.workers=1,2,4'
+CPU_RUN := data=synthetic data.image_size=75 data.num_images=256 batch_per_worker=8 steps=30 warmup_steps=5
+RUN_ARGS_1 := $(CPU_RUN)
+RUN_ARGS_2 := $(CPU_RUN)
+RUN_ARGS_5 := $(CPU_RUN) hydra.sweeper.params.model=resnet50
+RUN_ARGS_6 := $(CPU_RUN) hydra.sweeper.params.model=resnet50 epochs=1
 run-figure-%: $(TRAIN_VENV)/.train.stamp
-	$(TRAIN_PY) -m scalestudy.train -m +experiment=figure-$* $(ARGS)
+	$(TRAIN_PY) -m scalestudy.train -m +experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
+
+# ---------------------------------------------------------------------------------------------
+# Containers (docs/containers.md): build where the engine exists; say so, exit 3, where it does not.
+docker:
+	scripts/container.sh docker
+
+sif:
+	scripts/container.sh sif
+
+refresh-digest:
+	scripts/container.sh refresh-digest
+
+container-check: $(VENV)/.test.stamp
+	scripts/container.sh check
 
 # ---------------------------------------------------------------------------------------------
 # The whole suite runs in the training environment (it holds the light group too), so nothing is skipped.

@@ -26,8 +26,8 @@ def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
                    sys.executable, "-m", "scalestudy.runners.tensorflow", str(tmp_path / "rank-config.yaml")]
     one = launch.launcher_command(config(workers=1, cluster={"hosts": "localhost:1"}), tmp_path / "c.yaml", tmp_path)
     assert "--output-filename" not in one and one[1:5] == ["-np", "1", "-H", "localhost:1"]
-    with pytest.raises(launch.LaunchError, match="cluster.launcher='srun'"):
-        launch.launcher_command(config(cluster={"launcher": "srun"}), tmp_path / "c.yaml", tmp_path)
+    with pytest.raises(launch.LaunchError, match="cluster.launcher='mpirun'"):
+        launch.launcher_command(config(cluster={"launcher": "mpirun"}), tmp_path / "c.yaml", tmp_path)
 
 
 def test_rank_logs_are_split_from_the_launcher_log_where_missing(tmp_path):

@@ -11,11 +11,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 from omegaconf import OmegaConf
 
 from scalestudy import slurm
+from scalestudy.tracking import load_runs
 from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -124,6 +126,32 @@ def test_cluster_slurm_config_composes_with_the_submitit_launcher():
     assert (launcher["partition"], launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == \
         ("gpu", 2, 1, 4)
     assert conf.cluster.tasks_per_node == 4 and conf.cluster.image is None
+
+
+def test_slurm_time_left_is_read_from_squeue_format():
+    from scalestudy.launch import parse_slurm_duration
+
+    assert parse_slurm_duration("4:58") == 298
+    assert parse_slurm_duration("1:00:05") == 3605
+    assert parse_slurm_duration("2-03:04:05") == ((2 * 24 + 3) * 60 + 4) * 60 + 5
+    assert parse_slurm_duration("UNLIMITED") is None and parse_slurm_duration("") is None
+
+
+def test_cluster_slurm_launches_the_ranks_with_srun_in_the_image():
+    need_submitit_launcher()
+    from hydra import compose, initialize_config_dir
+
+    from scalestudy.launch import launcher_command
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        conf = compose("train", overrides=["cluster=slurm", "device=gpu", "workers=8", "cluster.nodes=2",
+                                           "cluster.image=/img/s.sif", "framework=mxnet"])
+    cmd = launcher_command(conf, Path("/j/rank-config.yaml"), Path("/j/rank-logs"))
+    assert cmd[0] == "srun" and {"--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--gpus-per-node=4"} <= set(cmd)
+    assert cmd[cmd.index("singularity"):cmd.index("singularity") + 6] == \
+        ["singularity", "exec", "--nv", "--bind", "/j", "/img/s.sif"]
+    assert cmd[-3:] == ["-m", "scalestudy.runners.mxnet", "/j/rank-config.yaml"]
+    assert conf.cluster.runs_recorded_by == "submitter"
 
 
 # --------------------------------------------------------------------------------------------
@@ -261,3 +289,132 @@ def test_horovod_gloo_allreduce_over_srun_with_our_rendezvous(slurm_cluster, tmp
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------------------------
+# The harness itself through Slurm: a figure's sweep, and jobs that fail
+
+
+def _need_training_python():
+    if subprocess.run([str(TRAIN_PYTHON), "-c", "import horovod.tensorflow"], capture_output=True).returncode:
+        pytest.fail(f"{TRAIN_PYTHON} has no working Horovod: run `make train-env`", pytrace=False)
+
+
+def _train_sweep(slurm_cluster, tmp_path, uri, *overrides, timeout=600):
+    """`python -m scalestudy.train -m cluster=slurm ...` as a user on the login node would type it."""
+    env = dict(slurm_cluster.env, MLFLOW_TRACKING_URI=uri, HYDRA_FULL_ERROR="1", TF_CPP_MIN_LOG_LEVEL="2")
+    args = [str(TRAIN_PYTHON), "-m", "scalestudy.train", "-m", "cluster=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            f"cluster.partition={slurm_cluster.partition}", "cluster.gpus_per_node=null", "cluster.tasks_per_node=2",
+            "cluster.cpus_per_node=2", "batch_per_worker=4", "data.image_size=32", "platform=test-slurm",
+            "min_measured_steps=3", *overrides]
+    return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _artifact_files(uri: str, run_id: str) -> set[str]:
+    from mlflow import MlflowClient
+
+    root = Path(unquote(urlparse(MlflowClient(tracking_uri=uri).get_run(run_id).info.artifact_uri).path))
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.integration
+def test_figure_sweep_on_slurm_lands_in_mlflow_and_redraws_the_figure(slurm_cluster, tmp_path):
+    """Figure 1's sweep, cut to one model and synthetic images: a 1-rank and a 2-rank Slurm job, each starting
+    its Horovod ranks with srun; the submitter records both runs; figure 1 redraws from them."""
+    _need_training_python()
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    proc = _train_sweep(slurm_cluster, tmp_path, uri, "+experiment=figure-1", "hydra.sweeper.params.model=resnet50",
+                        "data=synthetic", "data.num_images=64", "warmup_steps=2", "cluster.timeout_min=8")
+    assert proc.returncode == 0, proc.stderr[-5000:] + slurm_cluster.log_tails()
+    assert "2 run(s) of" in proc.stderr
+    runs = load_runs(uri).sort_values("workers")
+    assert runs.workers.tolist() == [1, 2] and set(runs.status) == {"FINISHED"}
+    assert set(runs.study) == {"figure-1"} and set(runs.source) == {"measured"}
+    assert set(runs["cluster.launcher"]) == {"srun"} and set(runs.platform) == {"test-slurm"}
+    # 64 images of 4 per step: 16 steps on 1 rank, 8 on each of 2 (2 of them warm-up)
+    assert runs.measured_steps.tolist() == [14, 6] and (runs.throughput_total > 0).all()
+    for run in runs.itertuples():
+        files = _artifact_files(uri, run.run_id)
+        assert {f"logs/rank-logs/rank.{r}/stdout" for r in range(run.workers)} <= {f.rsplit("/", 1)[0] for f in files}
+        slurm_logs = [f for f in files if f.startswith("slurm/") and f.endswith("_log.err")]
+        assert slurm_logs, files  # the Slurm job's own log, as submitit wrote it
+        assert "srun --overlap" in (tmp_path / "sweep" / Path(run.job_dir).name / "launcher.log").read_text()
+    # the ranks of the 2-rank job were one srun step of its Slurm job, and found each other (Gloo)
+    two = json.loads((Path(runs.iloc[1].job_dir) / "result.json").read_text())
+    assert len(two["ranks"]) == 2
+    # the figure, from these runs only
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    build = subprocess.run([sys.executable, "-m", "scalestudy.build", "figure-1", "source=measured",
+                            f"out_dir={tmp_path / 'paper'}"], cwd=REPO, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    sidecar = json.loads((tmp_path / "paper" / "figures" / "figure-1.json").read_text())
+    assert sorted(r["run_id"] for r in sidecar["mlflow_runs"]) == sorted(runs.run_id)
+    assert (tmp_path / "paper" / "figures" / "figure-1.pdf").stat().st_size > 1000
+    # recording the sweep again adds nothing
+    from scalestudy.sweep import record_sweep
+    assert record_sweep(tmp_path / "sweep", uri) == [] and len(load_runs(uri)) == 2
+
+
+@pytest.mark.integration
+def test_failed_slurm_jobs_are_failed_runs_with_their_slurm_log(slurm_cluster, tmp_path):
+    """A crashed rank (workers=2, rank 1 killed) and a bad override (workers=3 on 2 tasks per node): the
+    sweep fails loudly, and both jobs are FAILED runs with the reason and the Slurm log, none FINISHED."""
+    _need_training_python()
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    proc = _train_sweep(slurm_cluster, tmp_path, uri, "workers=2,3", "data=synthetic", "steps=4", "warmup_steps=2",
+                        "fault.kill_rank=1", "fault.at_step=2", "cluster.timeout_min=5", "timeout_s=240")
+    assert proc.returncode != 0 and "FAILED" in proc.stderr
+    runs = load_runs(uri).sort_values("workers")
+    assert runs.workers.tolist() == [2, 3] and set(runs.status) == {"FAILED"}, runs[["workers", "status"]]
+    crashed, refused = runs.iloc[0], runs.iloc[1]
+    assert "exited with code" in crashed.failure
+    assert "cluster.tasks_per_node" in refused.failure and "launch refused" in refused.failure
+    for run in (crashed, refused):
+        files = _artifact_files(uri, run.run_id)
+        assert any(f.startswith("slurm/") for f in files), files
+    assert any(f.startswith("logs/rank-logs/rank.1/") for f in _artifact_files(uri, crashed.run_id))
+
+
+@pytest.mark.integration
+def test_a_job_at_slurms_time_limit_is_stopped_and_recorded_failed(slurm_cluster, tmp_path):
+    """A hanging rank in a job with a 2-minute Slurm limit: the driver stops the ranks before submitit's SIGUSR2
+    (asked for 20 s before the limit; Slurm may send it 60 s earlier still) ends it, although timeout_s is
+    30 min, and the run is FAILED, naming the limit.
+    (Without that margin submitit ends the driver first; the submitter then records the job as FAILED from its
+    config: test_a_job_that_left_no_run_is_recorded_failed_from_its_config.)"""
+    _need_training_python()
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    proc = _train_sweep(slurm_cluster, tmp_path, uri, "workers=1", "data=synthetic", "steps=4", "warmup_steps=2",
+                        "fault.kill_rank=0", "fault.at_step=1", "fault.mode=hang", "cluster.timeout_min=2",
+                        "cluster.signal_delay_s=20", "cluster.kill_grace_s=2")
+    assert proc.returncode != 0
+    (run,) = load_runs(uri).itertuples()
+    assert run.status == "FAILED" and "the Slurm job's time limit" in run.failure, run.failure
+    assert any(f.startswith("slurm/") for f in _artifact_files(uri, run.run_id))
+
+
+def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path):
+    """The submitter's side alone: a job folder with its config and Slurm log but no run.json (Slurm killed the
+    driver) becomes a FAILED run naming the Slurm job; a folder with run.json is recorded as it says."""
+    from hydra import compose, initialize_config_dir
+
+    from scalestudy.sweep import record_sweep
+    from scalestudy.train import SLURM_JOB_FILE
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        conf = compose("train", overrides=["cluster=slurm", "workers=2", "model=vgg16", "platform=test"])
+    job = tmp_path / "sweep" / "0_vgg16_tensorflow_w2"
+    job.mkdir(parents=True)
+    (job / "config.yaml").write_text(OmegaConf.to_yaml(conf, resolve=True))
+    log = tmp_path / "sweep" / ".submitit" / "7_0" / "7_0_0_log.err"
+    log.parent.mkdir(parents=True)
+    log.write_text("slurmstepd: error: *** JOB 7 ON localhost CANCELLED DUE TO TIME LIMIT ***\n")
+    (job / SLURM_JOB_FILE).write_text(json.dumps({"SLURM_JOB_ID": "7", "stderr": str(log)}))
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    (done,) = record_sweep(tmp_path / "sweep", uri)
+    assert done["status"] == "FAILED" and "Slurm job 7 ended without recording its run" in done["failure"]
+    (run,) = load_runs(uri).itertuples()
+    assert (run.model, run.workers, run.status, run.platform) == ("vgg16", 2, "FAILED", "test")
+    assert "slurm/7_0_0_log.err/7_0_0_log.err" in _artifact_files(uri, run.run_id)  # one folder per file
+    assert record_sweep(tmp_path / "sweep", uri) == []

@@ -78,7 +78,12 @@ def launcher_command(cfg, rank_config: Path, log_dir: Path) -> list[str]:
         if cluster.get("network_interface"):
             cmd += ["--network-interface", str(cluster.network_interface)]
         return cmd + [str(a) for a in cluster.get("extra_args") or []] + ranks
-    raise LaunchError(f"cluster.launcher={cluster.launcher!r}: only 'horovodrun' is implemented")
+    if cluster.launcher == "srun":  # inside a Slurm allocation: one job step, one rank per GPU (slurm.py)
+        from .slurm import srun_command
+
+        return srun_command(cfg, ranks[1:], image=cluster.get("image"), log_dir=log_dir, binds=[log_dir.parent])
+    raise LaunchError(f"cluster.launcher={cluster.launcher!r}: choose horovodrun (cluster=local) or srun "
+                      "(cluster=slurm)")
 
 
 def rank_environment(cfg, job_id: str) -> dict[str, str]:
@@ -99,6 +104,9 @@ def cpu_threads_per_rank(cfg) -> int:
     """CPU threads per rank: cfg.threads_per_rank, else this machine's cores shared by its ranks."""
     if cfg.get("threads_per_rank"):
         return int(cfg.threads_per_rank)
+    if cfg.cluster.launcher == "srun":  # srun gives each rank cpus_per_node / ranks per node cores
+        per_node = min(int(cfg.workers), int(cfg.cluster.tasks_per_node or cfg.workers))
+        return max(1, int(cfg.cluster.cpus_per_node or os.cpu_count() or 1) // per_node)
     local_ranks = int(str(cfg.cluster.hosts).split(",")[0].rsplit(":", 1)[-1] or 1)
     return max(1, (os.cpu_count() or 1) // max(1, min(local_ranks, int(cfg.workers))))
 
@@ -198,23 +206,29 @@ def run_job(cfg, job_dir: Path, rank_config: Path) -> JobOutcome:
     result_file.unlink(missing_ok=True)
     cmd = launcher_command(cfg, rank_config, log_dir)
     env = rank_environment(cfg, job_id)
-    timeout = float(cfg.timeout_s)
+    timeout, limited_by = float(cfg.timeout_s), "timeout_s"
     start = time.time()
-    with open(job_dir / LAUNCHER_LOG, "w") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        log.flush()
-        popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=env, cwd=os.getcwd(), start_new_session=True)
-        try:
-            rc = popen.wait(timeout=timeout)
-            reason = "" if rc == 0 else f"the launcher exited with code {rc} (a rank failed: see its log)"
-        except subprocess.TimeoutExpired:
-            rc = None
-            reason = f"timeout: the job ran past timeout_s={timeout:g} s and was killed"
-        except BaseException:  # Ctrl-C: take the ranks down with us
-            _kill_job(popen, job_id, float(cfg.cluster.kill_grace_s))
-            raise
-        leftover = _kill_job(popen, job_id, float(cfg.cluster.kill_grace_s))
+    rendezvous = None
+    if cfg.cluster.launcher == "srun":
+        left = slurm_seconds_left()
+        # Stop the ranks before submitit's SIGUSR2 (signal_delay_s before Slurm's limit, which Slurm may send
+        # up to 60 s early: man sbatch, --signal) ends this driver, so the job still records its FAILED run.
+        if left is not None:
+            left -= float(cfg.cluster.get("signal_delay_s") or 0) + SLURM_SIGNAL_SLACK_S + SLURM_RECORD_MARGIN_S
+            if left < timeout:
+                timeout, limited_by = max(1.0, left), "the Slurm job's time limit"
+        if str(cfg.cluster.get("rendezvous", "gloo")) == "gloo":
+            rendezvous, rendezvous_env = start_rendezvous(cfg, job_dir, env)
+            env.update(rendezvous_env)
+    try:
+        rc, reason, leftover = _watch(cmd, env, job_dir, job_id, timeout, limited_by, float(cfg.cluster.kill_grace_s))
+    finally:
+        if rendezvous is not None:
+            rendezvous.terminate()
+            try:
+                rendezvous.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                rendezvous.kill()
     end = time.time()
     if leftover:
         reason = (reason + "; " if reason else "") + f"processes {leftover} of the job survived SIGKILL"
@@ -229,6 +243,72 @@ def run_job(cfg, job_dir: Path, rank_config: Path) -> JobOutcome:
     status = "FINISHED" if not reason and result is not None else "FAILED"
     return JobOutcome(status=status, reason=reason, returncode=rc, job_start_unix=start, job_end_unix=end,
                       result=result, logs=collect_logs(job_dir), command=cmd, leftover_pids=leftover)
+
+
+def _watch(cmd, env, job_dir: Path, job_id: str, timeout: float, limited_by: str, grace_s: float):
+    """Run the launcher to its end or the timeout: (returncode, failure reason, surviving pids)."""
+    with open(job_dir / LAUNCHER_LOG, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=env, cwd=os.getcwd(), start_new_session=True)
+        try:
+            rc = popen.wait(timeout=timeout)
+            reason = "" if rc == 0 else f"the launcher exited with code {rc} (a rank failed: see its log)"
+        except subprocess.TimeoutExpired:
+            rc = None
+            reason = f"timeout: the job ran past {timeout:g} s ({limited_by}) and was killed"
+        except BaseException:  # Ctrl-C: take the ranks down with us
+            _kill_job(popen, job_id, grace_s)
+            raise
+        leftover = _kill_job(popen, job_id, grace_s)
+    return rc, reason, leftover
+
+
+# --------------------------------------------------------------------------------------------
+# Inside a Slurm job (cluster=slurm): the job's time limit and the Gloo rendezvous of its ranks
+
+SLURM_RECORD_MARGIN_S = 20.0  # time kept back from the Slurm limit to kill the ranks and record the run
+SLURM_SIGNAL_SLACK_S = 60.0   # Slurm sends a job's --signal up to this much earlier than asked
+
+
+def slurm_seconds_left(environ=os.environ) -> float | None:
+    """Seconds until Slurm ends this job (None outside a job, or without a limit)."""
+    job = environ.get("SLURM_JOB_ID")
+    if not job or not shutil.which("squeue"):
+        return None
+    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30)
+    return parse_slurm_duration(out.stdout.strip()) if out.returncode == 0 else None
+
+
+def parse_slurm_duration(text: str) -> float | None:
+    """Slurm's [days-][hours:]minutes:seconds (squeue %L), or None for UNLIMITED/NOT_SET/empty."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text)
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+
+
+def start_rendezvous(cfg, job_dir: Path, env: dict) -> tuple[subprocess.Popen, dict[str, str]]:
+    """Horovod's Gloo rendezvous server for this job's ranks (horovodrun starts its own; srun does not)."""
+    from . import slurm
+
+    hosts = slurm.expand_nodelist(os.environ.get("SLURM_JOB_NODELIST") or socket.gethostname())
+    used, per_node = slurm.placement(int(cfg.workers), int(cfg.cluster.nodes), int(cfg.cluster.tasks_per_node))
+    port_file = job_dir / "rendezvous.port"
+    port_file.unlink(missing_ok=True)
+    image = cfg.cluster.get("image")
+    with open(job_dir / "rendezvous.log", "w") as log:
+        server = subprocess.Popen(
+            slurm.rendezvous_command(hosts[:used], per_node, int(cfg.workers), port_file, image=image,
+                                     runtime=str(cfg.cluster.container_runtime)),
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    port = slurm.wait_for_port(port_file, server)
+    # The ranks reach the server on the first node; with one node, on loopback.
+    addr = "127.0.0.1" if used == 1 else socket.gethostname()
+    interface = cfg.cluster.get("network_interface") or ("lo" if used == 1 else None)
+    return server, slurm.gloo_rendezvous_env(addr, port, interface)
 
 
 # --------------------------------------------------------------------------------------------

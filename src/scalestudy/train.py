@@ -14,15 +14,18 @@ import os
 import re
 import socket
 import sys
+import time
+from dataclasses import asdict
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from .launch import RANK_CONFIG, JobOutcome, environment_manifest, run_job
+from .launch import RANK_CONFIG, JobOutcome, LaunchError, environment_manifest, run_job
 from .runners.common import data_label
 from .schema import RunRecord, canonical_model
+from .slurm import SlurmConfigError
 from .timing import TimingError, aggregate, check_steps
 
 
@@ -36,6 +39,10 @@ def _conf_dir() -> Path:
 
 
 CONF_DIR = _conf_dir()
+
+
+RUN_FILE = "run.json"            # the job's run, when the submitter records it (cluster=slurm)
+SLURM_JOB_FILE = "slurm_job.json"
 
 
 class RunFailed(RuntimeError):
@@ -163,13 +170,45 @@ def record_job(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord
     )
 
 
+def recorded_by_submitter(cfg: DictConfig) -> bool:
+    """cluster=slurm: the job leaves its run in run.json and the submitting process records it (sweep.py)."""
+    return str(cfg.cluster.get("runs_recorded_by", "job")) == "submitter"
+
+
+def refused_outcome(reason: str) -> JobOutcome:
+    now = time.time()
+    return JobOutcome(status="FAILED", reason=reason, returncode=None, job_start_unix=now, job_end_unix=now,
+                      result=None)
+
+
+def save_record(record: RunRecord, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(record), indent=1))
+    tmp.replace(path)  # the submitter never reads half a run
+
+
+def load_record(path: Path) -> RunRecord:
+    data = json.loads(path.read_text())
+    data["series"] = {k: [tuple(p) for p in v] for k, v in data["series"].items()}
+    return RunRecord(**data)
+
+
 @hydra.main(config_path=str(CONF_DIR), config_name="train", version_base="1.3")
 def main(cfg: DictConfig) -> None:
-    from .tracking import log_measured_run, tracking_uri  # imports mlflow only when a job runs
-
-    check_config(cfg)
     job_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
     job_dir.mkdir(parents=True, exist_ok=True)
+    by_submitter = recorded_by_submitter(cfg)
+    if by_submitter:
+        write_slurm_job(job_dir)
+    try:
+        check_config(cfg)
+    except ValueError as err:
+        if not by_submitter:
+            raise  # here the user sees it at once; no run
+        # A cluster job leaves a FAILED run, so a sweep's refused job is not silently missing.
+        (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+        finish(cfg, job_dir, refused_outcome(f"config refused: {err}"), by_submitter)
+        return
     (job_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     rank_cfg = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
     rank_cfg.launch = {"job_dir": str(job_dir), "result_file": str(job_dir / "result.json")}
@@ -177,10 +216,39 @@ def main(cfg: DictConfig) -> None:
 
     print(f"job {job_dir}: {cfg.workers} x {cfg.framework.name} {cfg.model.name} ({cfg.device}), "
           f"timeout {cfg.timeout_s} s", flush=True)
-    outcome = run_job(cfg, job_dir, job_dir / RANK_CONFIG)
+    try:
+        outcome = run_job(cfg, job_dir, job_dir / RANK_CONFIG)
+    except (LaunchError, SlurmConfigError) as err:  # e.g. workers that do not fit cluster.nodes
+        if not by_submitter:
+            raise
+        outcome = refused_outcome(f"launch refused: {err}")
+    finish(cfg, job_dir, outcome, by_submitter)
+
+
+def write_slurm_job(job_dir: Path) -> None:
+    """Which Slurm job ran this sweep job, and where its log is (for the submitter to attach)."""
+    info = {k: os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID")}
+    try:
+        import submitit
+
+        paths = submitit.JobEnvironment().paths
+        info.update(stdout=str(paths.stdout), stderr=str(paths.stderr))
+    except Exception:  # not started by submitit (e.g. sbatch by hand): no log paths to give
+        pass
+    (job_dir / SLURM_JOB_FILE).write_text(json.dumps(info, indent=1))
+
+
+def finish(cfg: DictConfig, job_dir: Path, outcome: JobOutcome, by_submitter: bool) -> None:
+    """Record the job's one run (or leave it in run.json for the submitter) and say how it went."""
+    from .tracking import log_measured_run, tracking_uri  # imports mlflow only when a job runs
+
     record = record_job(cfg, job_dir, outcome)
-    uri = cfg.tracking.uri or tracking_uri()
-    run_id = log_measured_run(record, uri=uri)
+    if by_submitter:
+        save_record(record, job_dir / RUN_FILE)
+        run_id, uri = "(recorded by the submitter)", str(job_dir / RUN_FILE)
+    else:
+        uri = cfg.tracking.uri or tracking_uri()
+        run_id = log_measured_run(record, uri=uri)
     summary = {"run_id": run_id, "status": record.status, "run_name": record.run_name, "store": uri}
     if record.status == "FINISHED":
         m = record.metrics

@@ -29,14 +29,21 @@ LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
-def format_value(column: str, value) -> str:
+def workers_unit(runs: pd.DataFrame) -> str:
+    """What `workers` counts in these runs: GPUs, or ranks on CPUs (measured here), or both."""
+    cpu = runs["device"].astype(str).str.lower().eq("cpu") if "device" in runs else pd.Series(False, index=runs.index)
+    return "CPU ranks" if cpu.all() else "GPUs" if not cpu.any() else "GPUs or CPU ranks"
+
+
+def format_value(column: str, value, unit: str = "GPUs") -> str:
     """How a value of a run column reads in a legend."""
     if column == "model":
         return MODELS.get(str(value), str(value))
     if column == "batch_per_worker":
         return f"batch {int(value)}"
     if column == "workers":
-        return f"{int(value)} GPU{'s' if int(value) != 1 else ''}"
+        word = "rank" if unit == "CPU ranks" else "GPU"
+        return f"{int(value)} {word}{'s' if int(value) != 1 else ''}"
     if column == "source":
         return str(value)
     if isinstance(value, float) and value.is_integer():
@@ -69,8 +76,8 @@ def _sort_key(value):
         return (1, 0.0, str(value))
 
 
-def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray) -> None:
-    ax.set_xlabel(plot.get("xlabel") or plot["x"])
+def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray, unit: str) -> None:
+    ax.set_xlabel(unit if plot["x"] == "workers" else plot.get("xlabel") or plot["x"])
     ax.set_ylabel(panel.get("ylabel") or ", ".join(panel["y"]))
     if plot.get("xscale") == "log2":
         ax.set_xscale("log", base=2)
@@ -131,7 +138,7 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                 med = float(np.median(values))
                 points.append({"panel": title, "series": "median", "y": ",".join(ys), "value": med})
                 ax.axhline(med, color="black", linewidth=1.2, linestyle="--", label=f"median {med:.2f}×")
-        _style_axes(ax, plot, panel, xs)
+        _style_axes(ax, plot, panel, xs, workers_unit(runs))
         if title:
             ax.set_title(title, fontsize=10)
         if plot.get("legend") == "outside":
@@ -168,6 +175,7 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     series = load_series(runs["run_id"], [series_name], fig_cfg["tracking_uri"])
     if series.empty:
         raise LookupError(f"{fig_cfg['name']}: the selected runs have no '{series_name}' series")
+    unit = workers_unit(runs)
     facet = plot["facet"]
     values = sorted(runs[facet].unique(), key=_sort_key)
     fig, axes = plt.subplots(1, len(values), figsize=(4.6 * len(values), 3.6), squeeze=False)
@@ -184,7 +192,7 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
             if plot.get("per_worker"):
                 rate = rate / run.workers
             color = COLORS[i % len(COLORS)]
-            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=format_value("workers", run.workers))
+            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=format_value("workers", run.workers, unit))
             init = getattr(run, "time_init_s", float("nan"))
             if not math.isnan(init):
                 ax.axvline(init, color=color, linestyle=":", linewidth=1)
