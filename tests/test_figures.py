@@ -108,3 +108,24 @@ def test_figure7_efficiency_by_hand(published_store, tmp_path):
     assert value[("ResNet-50 · batch 64", "efficiency_speed", 64)] == pytest.approx(
         tf_value(dist, "resnet50", "synthetic", 64, 64) / tf_value(dist, "resnet50", "synthetic", 64, 1) / 64)
     assert value[("VGG-16 · batch 64", "efficiency_published", 512)] == pytest.approx(0.68)
+
+
+def test_a_series_has_one_colour_in_every_panel():
+    """source=all: a model with published runs only must not give `published` the colour `measured` has elsewhere."""
+    import pandas as pd
+
+    from scalestudy.build.figures import draw_lines
+
+    rows = [{"model": m, "source": s, "workers": w, "speedup_speed": float(w)}
+            for m, sources in (("inception4", ["published"]), ("vgg19", ["measured", "published"]))
+            for s in sources for w in (1, 2)]
+    spec = {"name": "figure-x", "title": "x", "plot": {"x": "workers", "hue": [], "facet": "model",
+                                         "panels": [{"y": ["speedup_speed"]}]}}
+    fig, _ = draw_lines(spec, pd.DataFrame(rows), pd.DataFrame(rows))
+    colour = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            colour.setdefault(line.get_label(), set()).add(line.get_color())
+    assert set(colour) == {"measured", "published"}
+    assert all(len(c) == 1 for c in colour.values()), colour
+    assert colour["measured"] != colour["published"]

@@ -106,13 +106,17 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     panels = _panels(table, plot)
     fig, axes = plt.subplots(1, len(panels), figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
                              squeeze=False, sharey=bool(plot.get("sharey", False)))
+    by_key = lambda kv: [_sort_key(v) for v in np.atleast_1d(kv[0])]  # noqa: E731
+    series_name = lambda key: " · ".join(format_value(c, v) for c, v in zip(hue, np.atleast_1d(key)))  # noqa: E731
+    # One colour per series across the whole figure, so a series looks the same in every panel.
+    style_index = {series_name(key): i for i, (key, _) in
+                   enumerate(sorted(table.groupby(hue, dropna=False), key=by_key))} if hue else {"": 0}
     for ax, (title, part, panel) in zip(axes[0], panels):
         ys = list(panel["y"])
-        groups = sorted(part.groupby(hue, dropna=False), key=lambda kv: [_sort_key(v) for v in np.atleast_1d(kv[0])]) \
-            if hue else [((), part)]
-        for i, (key, rows) in enumerate(groups):
-            key = tuple(np.atleast_1d(key)) if hue else ()
-            name = " · ".join(format_value(c, v) for c, v in zip(hue, key))
+        groups = sorted(part.groupby(hue, dropna=False), key=by_key) if hue else [((), part)]
+        for key, rows in groups:
+            name = series_name(key) if hue else ""
+            i = style_index[name]
             for j, y in enumerate(ys):
                 line = rows[[x, y]].dropna().sort_values(x)
                 if line.empty:
