@@ -116,16 +116,48 @@ def test_a_series_has_one_colour_in_every_panel():
 
     from scalestudy.build.figures import draw_lines
 
-    rows = [{"model": m, "source": s, "workers": w, "speedup_speed": float(w)}
+    # `protocol` is a column only the published runs have (as in figure 6): its label part is left out, not "nan".
+    rows = [{"model": m, "source": s, "workers": w, "speedup_speed": float(w),
+             "protocol": "plain" if s == "published" else float("nan")}
             for m, sources in (("inception4", ["published"]), ("vgg19", ["measured", "published"]))
             for s in sources for w in (1, 2)]
-    spec = {"name": "figure-x", "title": "x", "plot": {"x": "workers", "hue": [], "facet": "model",
-                                         "panels": [{"y": ["speedup_speed"]}]}}
+    spec = {"name": "figure-x", "title": "x", "plot": {"x": "workers", "hue": ["protocol"], "facet": "model",
+                                                       "panels": [{"y": ["speedup_speed"]}]}}
     fig, _ = draw_lines(spec, pd.DataFrame(rows), pd.DataFrame(rows))
     colour = {}
     for ax in fig.axes:
         for line in ax.get_lines():
             colour.setdefault(line.get_label(), set()).add(line.get_color())
-    assert set(colour) == {"measured", "published"}
+    colour = {"measured": colour["measured"], "published": colour["plain · published"], **colour}
+    assert set(colour) == {"measured", "published", "plain · published"}
     assert all(len(c) == 1 for c in colour.values()), colour
     assert colour["measured"] != colour["published"]
+
+
+def test_measured_runs_get_a_title_and_note_true_of_them():
+    import pandas as pd
+
+    from scalestudy.build.figures import for_source
+
+    spec = yaml_figure("figure-1")
+    runs = pd.DataFrame([
+        {"source": "published", "device": "V100", "data": "cifar10", "batch_per_worker": 64, "platform": "hacksa"},
+        {"source": "measured", "device": "cpu", "data": "synthetic-75", "batch_per_worker": 8, "platform": "vm"},
+        {"source": "measured", "device": "cpu", "data": "synthetic-75", "batch_per_worker": 16, "platform": "vm"},
+    ])
+    assert for_source(spec, runs, "published") is spec  # the paper's figures are exactly as configured
+    measured = for_source(spec, runs[runs.source == "measured"], "measured")
+    assert measured["title"] == spec["measured_title"] and "V100" not in measured["title"]
+    note = measured["plot"]["note"]
+    assert note == ("Measured runs (2): device cpu; data synthetic-75; images per rank and step 8, 16; "
+                    "platform vm.")
+    assert measured["caption"] == note and "V100" not in measured["caption"]
+    both = for_source(spec, runs, "all")
+    assert both["title"].endswith("published and measured runs")
+    assert both["plot"]["note"].startswith("Published: " + spec["plot"]["note"]) and note in both["plot"]["note"]
+
+
+def yaml_figure(name: str) -> dict:
+    import yaml
+
+    return yaml.safe_load((REPO / "conf" / "figure" / f"{name}.yaml").read_text())

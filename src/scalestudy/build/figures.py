@@ -106,8 +106,11 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     panels = _panels(table, plot)
     fig, axes = plt.subplots(1, len(panels), figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
                              squeeze=False, sharey=bool(plot.get("sharey", False)))
-    by_key = lambda kv: [_sort_key(v) for v in np.atleast_1d(kv[0])]  # noqa: E731
-    series_name = lambda key: " · ".join(format_value(c, v) for c, v in zip(hue, np.atleast_1d(key)))  # noqa: E731
+    # A group key as a tuple (np.atleast_1d would make a mixed key all strings, NaN included).
+    as_tuple = lambda key: key if isinstance(key, tuple) else (key,)  # noqa: E731
+    by_key = lambda kv: [_sort_key(v) for v in as_tuple(kv[0])]  # noqa: E731
+    series_name = lambda key: " · ".join(format_value(c, v) for c, v in zip(hue, as_tuple(key))  # noqa: E731
+                                         if not pd.isna(v))  # a column a source does not have: no "nan" label
     # One colour per series across the whole figure, so a series looks the same in every panel.
     style_index = {series_name(key): i for i, (key, _) in
                    enumerate(sorted(table.groupby(hue, dropna=False), key=by_key))} if hue else {"": 0}
@@ -184,9 +187,11 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     values = sorted(runs[facet].unique(), key=_sort_key)
     fig, axes = plt.subplots(1, len(values), figsize=(4.6 * len(values), 3.6), squeeze=False)
     tolerance = float(plot.get("tolerance", 0.10))
+    # Runs of one panel are told apart by their rank count, and by framework and source where those differ.
+    differ = [c for c in ("framework", "source") if c in runs.columns and runs[c].nunique() > 1]
     points: list[dict] = []
     for ax, value in zip(axes[0], values):
-        rows = runs[runs[facet] == value].sort_values("workers")
+        rows = runs[runs[facet] == value].sort_values(["workers", *differ])
         for i, run in enumerate(rows.itertuples()):
             history = series[series.run_id == run.run_id].sort_values("step")
             if history.empty:
@@ -196,7 +201,8 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
             if plot.get("per_worker"):
                 rate = rate / run.workers
             color = COLORS[i % len(COLORS)]
-            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=format_value("workers", run.workers, unit))
+            label = " · ".join([format_value("workers", run.workers, unit), *(str(getattr(run, c)) for c in differ)])
+            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=label)
             init = getattr(run, "time_init_s", float("nan"))
             if not math.isnan(init):
                 ax.axvline(init, color=color, linestyle=":", linewidth=1)
@@ -228,6 +234,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     """Select, derive, draw and write paper/figures/<name>.{pdf,png,json}; returns the written paths."""
     name = fig_cfg["name"]
     chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
+    fig_cfg = for_source(fig_cfg, chosen, source)
     table = derived_table(chosen, fig_cfg.get("derive"))
     fig, points = DRAWERS[fig_cfg.get("draw", "lines")](fig_cfg, table, chosen)
     run_ids = sorted(chosen["run_id"])
@@ -250,6 +257,34 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
                          "source": r.source} for r in chosen.sort_values("run_id").itertuples()],
     })
     return [pdf, png, sidecar, caption]
+
+
+def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:
+    """The figure's config with a title, note and caption true of the runs drawn.
+
+    A config's title, caption and note describe its published runs (e.g. "V100, batch 64 per GPU"). Measured
+    runs are whatever the sweep ran, so for them the title is `measured_title` and the note says what the
+    measured runs were, read from the runs themselves."""
+    if source == "published":
+        return fig_cfg
+    measured = chosen[chosen["source"].astype(str) == "measured"]
+    said = []
+    for column, what in (("device", "device"), ("data", "data"), ("batch_per_worker", "images per rank and step"),
+                         ("platform", "platform")):
+        if column in measured.columns:
+            values = sorted({format_value("", v) for v in measured[column].dropna()}, key=_sort_key)
+            said.append(f"{what} {', '.join(values)}")
+    described = f"Measured runs ({len(measured)}): " + "; ".join(said) + "."
+    plot = dict(fig_cfg["plot"])
+    title = str(fig_cfg.get("measured_title") or fig_cfg["title"])
+    if source == "measured":
+        plot["note"] = described
+        caption = described
+    else:
+        title += ": published and measured runs"
+        plot["note"] = f"Published: {plot['note']}  {described}" if plot.get("note") else described
+        caption = f"{fig_cfg.get('caption', '')} {described}"
+    return {**fig_cfg, "title": title, "caption": caption, "plot": plot}
 
 
 def caption_tex(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> str:
