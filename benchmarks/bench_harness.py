@@ -12,10 +12,12 @@ on this machine, one after the other, in this one invocation:
   prints rank 0's number times N instead; both are printed here).
 - harness: `python -m scalestudy.train` with the same settings, which syncs and reads the clock
   after every step and records an MLflow run (in a throw-away store unless --keep-runs).
-Printed: both totals (images/s over all ranks) and harness / bare, per pair of runs (--repeat N
-interleaves N pairs and prints the median ratio and its range: on a shared 2-core machine one pair
-varies by tens of per cent). Wall time of each side's whole command is printed too, but the ratio
-compares throughput over the measured steps only.
+Printed: both totals (images/s over all ranks) and harness / bare, per pair of runs. --repeat N
+runs N pairs in ABBA order (bare first in pairs 1, 4, 5, 8, ..., the harness first in the others), so
+a machine that slows down or speeds up over the benchmark does not favour one side, and prints the
+median ratio, its range, and the mean ratio with a 95 % interval: on a shared 2-core machine one pair
+varies by several per cent either way. Wall time of each side's whole command is printed too, but the ratio compares throughput over
+the measured steps only.
 """
 from __future__ import annotations
 
@@ -143,10 +145,15 @@ def main() -> None:
     print(f"same settings on both sides: {settings}, workers={args.workers} (TensorFlow, CPU, Gloo)", flush=True)
     ratios = []
     for i in range(args.repeat):
+        bare_first = i % 4 in (0, 3)  # ABBA: drift over the benchmark falls on both sides alike
         with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
+            if not bare_first:
+                total_ours, summary, wall_ours = harness(args, Path(tmp))
             total_bare, horovod_style, wall_bare = bare(args, Path(tmp))
-            total_ours, summary, wall_ours = harness(args, Path(tmp))
+            if bare_first:
+                total_ours, summary, wall_ours = harness(args, Path(tmp))
         ratios.append(total_ours / total_bare)
+        print(f"[{i + 1}/{args.repeat}] ({'bare' if bare_first else 'harness'} ran first)")
         print(f"[{i + 1}/{args.repeat}] bare Horovod loop : {total_bare:10.2f} img/s total "
               f"(sum of ranks; rank 0 x N = {horovod_style:.2f}), command {wall_bare:.1f} s")
         ci = f"95 % CI {summary.get('throughput_ci95_low')} .. {summary.get('throughput_ci95_high')}"
@@ -154,8 +161,12 @@ def main() -> None:
               f"command {wall_ours:.1f} s")
         print(f"[{i + 1}/{args.repeat}] ratio harness / bare: {ratios[-1]:.3f}", flush=True)
     if args.repeat > 1:
+        from scalestudy.timing import mean_interval
+
+        ci = mean_interval(ratios)
         print(f"ratio harness / bare: median {statistics.median(ratios):.3f}, "
-              f"range {min(ratios):.3f} .. {max(ratios):.3f} over {args.repeat} pairs")
+              f"range {min(ratios):.3f} .. {max(ratios):.3f} over {args.repeat} pairs; "
+              f"mean {ci['mean']:.3f}, 95 % interval {ci['ci_low']:.3f} .. {ci['ci_high']:.3f}")
 
 
 if __name__ == "__main__":
