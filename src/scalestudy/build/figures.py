@@ -92,6 +92,17 @@ def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray, unit: str) -> None:
     ax.grid(True, alpha=0.3)
 
 
+def _series(frame: pd.DataFrame, hue: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(label, rows) of each series of `frame`, one per value of the `hue` columns, in a stable order."""
+    if not hue:
+        return [("", frame)]
+    # Keys as tuples (np.atleast_1d would make a mixed key all strings, NaN included).
+    groups = [(key if isinstance(key, tuple) else (key,), rows) for key, rows in frame.groupby(hue, dropna=False)]
+    groups.sort(key=lambda kv: [_sort_key(v) for v in kv[0]])
+    # A column that one source does not have is left out of the label (no "nan").
+    return [(" · ".join(format_value(c, v) for c, v in zip(hue, key) if not pd.isna(v)), rows) for key, rows in groups]
+
+
 def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
     """Lines of y against x: colour per `hue` combination, line style per y column, one axes per panel.
 
@@ -106,19 +117,11 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     panels = _panels(table, plot)
     fig, axes = plt.subplots(1, len(panels), figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
                              squeeze=False, sharey=bool(plot.get("sharey", False)))
-    # A group key as a tuple (np.atleast_1d would make a mixed key all strings, NaN included).
-    as_tuple = lambda key: key if isinstance(key, tuple) else (key,)  # noqa: E731
-    by_key = lambda kv: [_sort_key(v) for v in as_tuple(kv[0])]  # noqa: E731
-    series_name = lambda key: " · ".join(format_value(c, v) for c, v in zip(hue, as_tuple(key))  # noqa: E731
-                                         if not pd.isna(v))  # a column a source does not have: no "nan" label
     # One colour per series across the whole figure, so a series looks the same in every panel.
-    style_index = {series_name(key): i for i, (key, _) in
-                   enumerate(sorted(table.groupby(hue, dropna=False), key=by_key))} if hue else {"": 0}
+    style_index = {name: i for i, (name, _) in enumerate(_series(table, hue))}
     for ax, (title, part, panel) in zip(axes[0], panels):
         ys = list(panel["y"])
-        groups = sorted(part.groupby(hue, dropna=False), key=by_key) if hue else [((), part)]
-        for key, rows in groups:
-            name = series_name(key) if hue else ""
+        for name, rows in _series(part, hue):
             i = style_index[name]
             for j, y in enumerate(ys):
                 line = rows[[x, y]].dropna().sort_values(x)
