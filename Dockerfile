@@ -72,13 +72,13 @@ RUN apt-get update \
 
 WORKDIR /opt/scalestudy
 
-# Third-party packages: exactly the lock's pins for the build and train extras (--no-deps: the lock is the
-# resolution), without Horovod, with `tensorflow` for `tensorflow-cpu`.
+# Third-party packages: the pyproject extras (build, train, gpu: TensorFlow's GPU build) resolved within the
+# lock's pins by uv, the same installer and command as the Makefile's, without Horovod (built below).
 COPY pyproject.toml requirements.lock ./
-COPY src/scalestudy/containers.py /tmp/containers.py
-RUN python /tmp/containers.py image-requirements --pyproject pyproject.toml --lock requirements.lock \
-      > /tmp/image-requirements.txt \
- && pip install --no-deps -r /tmp/image-requirements.txt \
+# hadolint ignore=DL3013
+RUN python -m pip install --no-cache-dir "$(grep -E '^uv==' requirements.lock)" \
+ && uv pip install --python /opt/venv/bin/python --no-cache -r pyproject.toml --extra build --extra train \
+      --extra gpu -c requirements.lock --excludes <(echo horovod) \
  && pip check
 
 # Horovod from source, its version from the lock (see the top of this file for why twice).

@@ -9,7 +9,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
-UV_VERSION := 0.13.8
+UV_PIN = $(shell grep -E '^uv==' requirements.lock)
 # Compile every installed module once: without .pyc files (uv writes none by default, and
 # PYTHONDONTWRITEBYTECODE is set on some machines) each run recompiles pandas, matplotlib, TensorFlow...
 # from source: `make figure-3` took 7.0 s instead of 2.3 s here, and `import tensorflow` 14.8 s.
@@ -30,8 +30,6 @@ IMPORTED := .mlflow/imported-$(STORE_KEY).stamp
 REFERENCE_FILES := $(shell find experiments/reference -type f | sort)
 INGEST_CODE := $(wildcard src/scalestudy/ingest/*.py) src/scalestudy/schema.py src/scalestudy/tracking.py
 
-FIGURES := $(sort $(patsubst conf/figure/%.yaml,%,$(wildcard conf/figure/figure-*.yaml)))
-TABLES := $(sort $(patsubst conf/table/%.yaml,%,$(wildcard conf/table/table-*.yaml)))
 # `make figure-1 source=measured` or `make figures ARGS='figure.plot.median=false'`
 BUILD_ARGS := $(if $(source),source=$(source)) $(ARGS)
 
@@ -46,26 +44,18 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 
 .PHONY: help env train-env import figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
-	container-check $(FIGURES) $(TABLES)
+	container-check lint
 
-help:
-	@echo "make figure-N     build paper/figures/figure-N.{pdf,png,json} (N = 1..7; source=measured|all)"
-	@echo "make figures      all figures;  make tables: paper/tables/table-N.tex;  make paper: paper/main.pdf"
-	@echo "make ui           browse every run in the MLflow UI on http://127.0.0.1:5000"
-	@echo "make import       (re)import the published measurements of experiments/reference into MLflow"
-	@echo "make run-figure-N run figure N's sweep here (1 and 2 CPU ranks), then: make figure-N source=measured"
-	@echo "make train-env    the training environment .venv-train (TensorFlow, MXNet, Horovod built with Gloo)"
-	@echo "make test         the test suite (installs what it needs)"
-	@echo "make docker / sif the GPU image / the Apptainer image (where the engine exists); container-check: lint"
-	@echo "make bench-build  time all figures and tables on a store of 10,000 runs"
-	@echo "make bench-harness  our harness against a bare Horovod loop, same model, batch and ranks"
+help: ## this list (from the `##` comments of the Makefile)
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
+	  {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # ---------------------------------------------------------------------------------------------
 # Environment: one lock file (requirements.lock) constrains every install.
 $(VENV)/.build.stamp: pyproject.toml requirements.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "need Python 3.11, got " + sys.version)'
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
+	@$(PY) -m pip install -q --disable-pip-version-check "$(UV_PIN)"
 	$(UV_INSTALL) -p $(PY) -c requirements.lock -e '.[build]'
 	@touch $@
 
@@ -73,12 +63,12 @@ $(VENV)/.test.stamp: $(VENV)/.build.stamp
 	$(UV_INSTALL) -p $(PY) -c requirements.lock -e '.[build,test]'
 	@touch $@
 
-env: $(VENV)/.build.stamp
+env: $(VENV)/.build.stamp ## the light environment .venv (figures, tables, paper, UI)
 
 # Horovod last, from source, against the frameworks just installed (--no-build-isolation); ~5 min on 2 cores.
 $(TRAIN_VENV)/.train.stamp: $(VENV)/.build.stamp pyproject.toml requirements.lock | system-build
 	@test -x $(TRAIN_PY) || $(PYTHON) -m venv $(TRAIN_VENV)
-	$(UV_INSTALL) -p $(TRAIN_PY) -c requirements.lock --excludes <(echo horovod) -e '.[build,train,test]'
+	$(UV_INSTALL) -p $(TRAIN_PY) -c requirements.lock --excludes <(echo horovod) -e '.[build,train,cpu,test]'
 	@if [ "$$(cat $(TRAIN_VENV)/.horovod-abi 2>/dev/null)" != "$(HOROVOD_ABI)" ]; then \
 	  echo "building $(HOROVOD_PIN) with TensorFlow, MXNet and Gloo (a few minutes)"; \
 	  $(HOROVOD_BUILD_ENV) $(TRAIN_PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
@@ -88,11 +78,11 @@ $(TRAIN_VENV)/.train.stamp: $(VENV)/.build.stamp pyproject.toml requirements.loc
 	  || { echo "Horovod in $(TRAIN_VENV) lacks $$fw or Gloo: rm $(TRAIN_VENV)/.horovod-abi and make train-env" >&2; exit 1; }; done
 	@touch $@
 
-train-env: $(TRAIN_VENV)/.train.stamp
+train-env: $(TRAIN_VENV)/.train.stamp ## the training environment .venv-train (TensorFlow, MXNet, Horovod built with Gloo)
 
 # Regenerate the lock from pyproject.toml (needs the network to PyPI); commit the result.
-lock: $(VENV)/.build.stamp
-	$(UV) pip compile pyproject.toml --extra build --extra train --extra test --python-version 3.11 \
+lock: $(VENV)/.build.stamp ## regenerate requirements.lock from pyproject.toml (needs PyPI)
+	$(UV) pip compile pyproject.toml --all-extras --python-version 3.11 \
 	  --python-platform x86_64-manylinux_2_28 --quiet -o requirements.lock
 
 system-paper:
@@ -116,29 +106,32 @@ $(IMPORTED): $(VENV)/.build.stamp $(REFERENCE_FILES) $(INGEST_CODE)
 	$(PY) -m scalestudy.ingest
 	@touch $@
 
-import: $(VENV)/.build.stamp
+import: $(VENV)/.build.stamp ## (re)import the published measurements of experiments/reference into MLflow
 	$(PY) -m scalestudy.ingest
 	@mkdir -p $(dir $(IMPORTED)) && touch $(IMPORTED)
 
 # ---------------------------------------------------------------------------------------------
 # Figures, tables, paper
-$(FIGURES) $(TABLES): $(IMPORTED)
-	$(PY) -m scalestudy.build $@ $(BUILD_ARGS)
+figure-%: $(IMPORTED) ## one figure: paper/figures/figure-N.{pdf,png,json} (source=measured|all, ARGS=overrides)
+	$(PY) -m scalestudy.paper $@ $(BUILD_ARGS)
 
-figures: $(IMPORTED)
-	$(PY) -m scalestudy.build figures $(BUILD_ARGS)
+table-%: $(IMPORTED) ## one table: paper/tables/table-N.{tex,json}
+	$(PY) -m scalestudy.paper $@ $(BUILD_ARGS)
 
-tables: $(IMPORTED)
-	$(PY) -m scalestudy.build tables $(BUILD_ARGS)
+figures: $(IMPORTED) ## every figure (one store query)
+	$(PY) -m scalestudy.paper figures $(BUILD_ARGS)
 
-all: $(IMPORTED)
-	$(PY) -m scalestudy.build all $(BUILD_ARGS)
+tables: $(IMPORTED) ## every table
+	$(PY) -m scalestudy.paper tables $(BUILD_ARGS)
 
-paper: all system-paper
+all: $(IMPORTED) ## every figure and table
+	$(PY) -m scalestudy.paper all $(BUILD_ARGS)
+
+paper: all system-paper ## figures, tables and paper/main.pdf (latexmk)
 	latexmk -pdf -interaction=nonstopmode -halt-on-error -cd -quiet paper/main.tex
 	@echo "paper/main.pdf"
 
-ui: $(IMPORTED)
+ui: $(IMPORTED) ## browse every run in the MLflow UI on http://127.0.0.1:5000
 	$(PY) -m scalestudy.ui
 
 # A figure's sweep (conf/experiment/figure-N.yaml) here, through horovodrun, 1 and 2 ranks. By default sized for
@@ -150,43 +143,51 @@ RUN_ARGS_1 := $(CPU_RUN)
 RUN_ARGS_2 := $(CPU_RUN)
 RUN_ARGS_5 := $(CPU_RUN) hydra.sweeper.params.model=resnet50
 RUN_ARGS_6 := $(CPU_RUN) hydra.sweeper.params.model=resnet50 epochs=1
-run-figure-%: $(TRAIN_VENV)/.train.stamp
-	$(TRAIN_PY) -m scalestudy.train -m +experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
+run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (1 and 2 CPU ranks; SIZE=full as configured)
+	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
 
 # ---------------------------------------------------------------------------------------------
 # Containers (docs/containers.md): build where the engine exists; say so, exit 3, where it does not.
-docker:
+docker: ## the GPU image from the Dockerfile (where a Docker engine runs)
 	scripts/container.sh docker
 
-sif:
+sif: ## the Apptainer image from Singularity.def (where apptainer runs)
 	scripts/container.sh sif
 
-refresh-digest:
+refresh-digest: ## pin the Dockerfile's base image by digest (needs the registry)
 	scripts/container.sh refresh-digest
 
-container-check: $(VENV)/.test.stamp
+container-check: $(VENV)/.test.stamp ## the recipe checks that need no engine (hadolint, Singularity.def)
 	scripts/container.sh check
 
 # ---------------------------------------------------------------------------------------------
 # The whole suite runs in the training environment (it holds the light group too), so nothing is skipped.
-test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm
+test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm ## lint, then every test (installs what it needs)
+	$(TRAIN_VENV)/bin/ruff check src tests benchmarks scripts
+	$(TRAIN_VENV)/bin/ruff format --check src tests benchmarks scripts
 	$(TRAIN_PY) -m pytest -q
 
-test-fast: $(VENV)/.test.stamp
+test-fast: $(VENV)/.test.stamp ## lint and the fast tests (no browser, LaTeX, Slurm or Horovod)
+	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff format --check src tests benchmarks scripts
 	$(PY) -m pytest -q -m "not integration"
 
-test-train: $(TRAIN_VENV)/.train.stamp
+lint: $(VENV)/.test.stamp ## ruff: fix what it can, format, and list the rest
+	$(VENV)/bin/ruff check --fix src tests benchmarks scripts
+	$(VENV)/bin/ruff format src tests benchmarks scripts
+
+test-train: $(TRAIN_VENV)/.train.stamp ## the harness tests only
 	$(TRAIN_PY) -m pytest -q tests/test_train_integration.py tests/test_launch.py tests/test_timing.py
 
-bench-harness: $(TRAIN_VENV)/.train.stamp
+bench-harness: $(TRAIN_VENV)/.train.stamp ## the harness against a bare Horovod loop, same model, batch and ranks
 	$(TRAIN_PY) benchmarks/bench_harness.py $(ARGS)
 
-bench-build: $(VENV)/.build.stamp
+bench-build: $(VENV)/.build.stamp ## the builder's speed benchmarks (figure-3; a 10,000-run store)
 	$(PY) benchmarks/bench_build.py
 
-clean:
+clean: ## remove built figures, tables and the PDF
 	-latexmk -C -cd paper/main.tex >/dev/null 2>&1
 	rm -rf paper/figures paper/tables paper/main.pdf benchmarks/out
 
-distclean: clean
+distclean: clean ## also the environments, the store and the job folders
 	rm -rf $(VENV) $(TRAIN_VENV) .mlflow outputs multirun

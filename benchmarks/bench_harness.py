@@ -16,9 +16,10 @@ Printed: both totals (images/s over all ranks) and harness / bare, per pair of r
 runs N pairs in ABBA order (bare first in pairs 1, 4, 5, 8, ..., the harness first in the others), so
 a machine that slows down or speeds up over the benchmark does not favour one side, and prints the
 median ratio, its range, and the mean ratio with a 95 % interval: on a shared 2-core machine one pair
-varies by several per cent either way. Wall time of each side's whole command is printed too, but the ratio compares throughput over
-the measured steps only.
+varies by several per cent either way. Wall time of each side's whole command is printed too, but the
+ratio compares throughput over the measured steps only.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,15 +33,20 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-KERAS = {"resnet50": "ResNet50", "resnet101": "ResNet101", "vgg16": "VGG16", "vgg19": "VGG19",
-         "inception3": "InceptionV3"}
+KERAS = {
+    "resnet50": "ResNet50",
+    "resnet101": "ResNet101",
+    "vgg16": "VGG16",
+    "vgg19": "VGG19",
+    "inception3": "InceptionV3",
+}
 
 
 def bare_rank(args) -> None:
     """One rank of the bare loop (run under horovodrun by bare())."""
+    import horovod.tensorflow as hvd
     import numpy as np
     import tensorflow as tf
-    import horovod.tensorflow as hvd
 
     hvd.init()
     tf.config.set_visible_devices([], "GPU")
@@ -50,7 +56,8 @@ def bare_rank(args) -> None:
         tf.config.threading.set_inter_op_parallelism_threads(2)
     tf.keras.utils.set_random_seed(1337)
     model = getattr(tf.keras.applications, KERAS[args.model])(
-        weights=None, input_shape=(args.image_size, args.image_size, 3), classes=1000, classifier_activation=None)
+        weights=None, input_shape=(args.image_size, args.image_size, 3), classes=1000, classifier_activation=None
+    )
     opt = tf.keras.optimizers.legacy.SGD(0.01 * hvd.size(), momentum=0.9)
     loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     images = tf.random.uniform((args.batch, args.image_size, args.image_size, 3), seed=1337)
@@ -80,21 +87,41 @@ def bare_rank(args) -> None:
     rates = hvd.allgather_object(rate)
     if hvd.rank() == 0:
         Path(args.result).write_text(json.dumps({"rates": rates}))
-        print(f"bare: rank 0 {rate:.2f} img/s; Horovod-style total {rate * hvd.size():.2f}; "
-              f"sum of ranks {np.sum(rates):.2f}", flush=True)
+        print(
+            f"bare: rank 0 {rate:.2f} img/s; Horovod-style total {rate * hvd.size():.2f}; "
+            f"sum of ranks {np.sum(rates):.2f}",
+            flush=True,
+        )
 
 
 def horovodrun(workers: int) -> list[str]:
-    return [str(Path(sys.executable).parent / "horovodrun"), "-np", str(workers), "-H", f"localhost:{workers}", "--gloo"]
+    return [
+        str(Path(sys.executable).parent / "horovodrun"),
+        "-np",
+        str(workers),
+        "-H",
+        f"localhost:{workers}",
+        "--gloo",
+    ]
 
 
 def bare(args, tmp: Path) -> tuple[float, float, float]:
     """(sum over ranks, rank 0 x N, wall s) of the bare loop."""
     result = tmp / "bare.json"
-    cmd = horovodrun(args.workers) + [sys.executable, __file__, "--bare-rank", "--result", str(result),
-                                      *[f"--{k.replace('_', '-')}={v}" for k, v in common(args).items()]]
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="1",
-               OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 1) // args.workers)))
+    cmd = horovodrun(args.workers) + [
+        sys.executable,
+        __file__,
+        "--bare-rank",
+        "--result",
+        str(result),
+        *[f"--{k.replace('_', '-')}={v}" for k, v in common(args).items()],
+    ]
+    env = dict(
+        os.environ,
+        CUDA_VISIBLE_DEVICES="",
+        TF_CPP_MIN_LOG_LEVEL="1",
+        OMP_NUM_THREADS=str(max(1, (os.cpu_count() or 1) // args.workers)),
+    )
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -107,10 +134,22 @@ def bare(args, tmp: Path) -> tuple[float, float, float]:
 def harness(args, tmp: Path) -> tuple[float, dict, float]:
     """(throughput_total, the run's summary line, wall s) of `python -m scalestudy.train`."""
     uri = os.environ.get("MLFLOW_TRACKING_URI") if args.keep_runs else f"sqlite:///{tmp / 'store.db'}"
-    cmd = [sys.executable, "-m", "scalestudy.train", "framework=tensorflow", f"model={args.model}",
-           f"workers={args.workers}", "data=synthetic", f"data.image_size={args.image_size}",
-           f"batch_per_worker={args.batch}", f"warmup_steps={args.warmup}", f"steps={args.steps}",
-           "min_measured_steps=2", "tracking.experiment=bench-harness", f"hydra.run.dir={tmp / 'job'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scalestudy.train",
+        "framework=tensorflow",
+        f"model={args.model}",
+        f"workers={args.workers}",
+        "data=synthetic",
+        f"data.image_size={args.image_size}",
+        f"batch_per_worker={args.batch}",
+        f"warmup_steps={args.warmup}",
+        f"steps={args.steps}",
+        "min_measured_steps=2",
+        "tracking.experiment=bench-harness",
+        f"hydra.run.dir={tmp / 'job'}",
+    ]
     env = dict(os.environ, **({"MLFLOW_TRACKING_URI": uri} if uri else {}))
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
@@ -122,8 +161,13 @@ def harness(args, tmp: Path) -> tuple[float, dict, float]:
 
 
 def common(args) -> dict:
-    return {"model": args.model, "image_size": args.image_size, "batch": args.batch, "warmup": args.warmup,
-            "steps": args.steps}
+    return {
+        "model": args.model,
+        "image_size": args.image_size,
+        "batch": args.batch,
+        "warmup": args.warmup,
+        "steps": args.steps,
+    }
 
 
 def main() -> None:
@@ -154,19 +198,25 @@ def main() -> None:
                 total_ours, summary, wall_ours = harness(args, Path(tmp))
         ratios.append(total_ours / total_bare)
         print(f"[{i + 1}/{args.repeat}] ({'bare' if bare_first else 'harness'} ran first)")
-        print(f"[{i + 1}/{args.repeat}] bare Horovod loop : {total_bare:10.2f} img/s total "
-              f"(sum of ranks; rank 0 x N = {horovod_style:.2f}), command {wall_bare:.1f} s")
+        print(
+            f"[{i + 1}/{args.repeat}] bare Horovod loop : {total_bare:10.2f} img/s total "
+            f"(sum of ranks; rank 0 x N = {horovod_style:.2f}), command {wall_bare:.1f} s"
+        )
         ci = f"95 % CI {summary.get('throughput_ci95_low')} .. {summary.get('throughput_ci95_high')}"
-        print(f"[{i + 1}/{args.repeat}] scalestudy.train  : {total_ours:10.2f} img/s total ({ci}), "
-              f"command {wall_ours:.1f} s")
+        print(
+            f"[{i + 1}/{args.repeat}] scalestudy.train  : {total_ours:10.2f} img/s total ({ci}), "
+            f"command {wall_ours:.1f} s"
+        )
         print(f"[{i + 1}/{args.repeat}] ratio harness / bare: {ratios[-1]:.3f}", flush=True)
     if args.repeat > 1:
         from scalestudy.timing import mean_interval
 
         ci = mean_interval(ratios)
-        print(f"ratio harness / bare: median {statistics.median(ratios):.3f}, "
-              f"range {min(ratios):.3f} .. {max(ratios):.3f} over {args.repeat} pairs; "
-              f"mean {ci['mean']:.3f}, 95 % interval {ci['ci_low']:.3f} .. {ci['ci_high']:.3f}")
+        print(
+            f"ratio harness / bare: median {statistics.median(ratios):.3f}, "
+            f"range {min(ratios):.3f} .. {max(ratios):.3f} over {args.repeat} pairs; "
+            f"mean {ci['mean']:.3f}, 95 % interval {ci['ci_low']:.3f} .. {ci['ci_high']:.3f}"
+        )
 
 
 if __name__ == "__main__":

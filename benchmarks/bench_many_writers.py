@@ -10,6 +10,7 @@ writing at the same moment. Modes:
 - merge:  every writer has its own SQLite store; afterwards one process copies all runs into the main store.
 Printed per mode: wall time of the writing (median and range), runs found complete, errors seen.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from test_many_writers import EXPERIMENT, _free_port, check_store, run_writers  # noqa: E402
+from conftest import free_port  # noqa: E402
+from test_many_writers import EXPERIMENT, check_store, run_writers  # noqa: E402
 
 
 def merge_stores(sources: list[str], dest: str) -> int:
@@ -30,7 +32,7 @@ def merge_stores(sources: list[str], dest: str) -> int:
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param
 
-    from scalestudy.tracking import artifact_root, ensure_experiment
+    from scalestudy.tracking import ensure_experiment
 
     out = MlflowClient(tracking_uri=dest)
     exp_id = ensure_experiment(out, dest, EXPERIMENT)
@@ -41,10 +43,12 @@ def merge_stores(sources: list[str], dest: str) -> int:
         for run in client.search_runs([exp.experiment_id], max_results=10000):
             tags = {k: v for k, v in run.data.tags.items() if not k.startswith("mlflow.")}
             new = out.create_run(exp_id, start_time=run.info.start_time, tags=tags, run_name=run.info.run_name)
-            metrics = [Metric(m.key, m.value, m.timestamp, m.step) for key in run.data.metrics
-                       for m in client.get_metric_history(run.info.run_id, key)]
-            out.log_batch(new.info.run_id, params=[Param(k, v) for k, v in run.data.params.items()],
-                          metrics=metrics)
+            metrics = [
+                Metric(m.key, m.value, m.timestamp, m.step)
+                for key in run.data.metrics
+                for m in client.get_metric_history(run.info.run_id, key)
+            ]
+            out.log_batch(new.info.run_id, params=[Param(k, v) for k, v in run.data.params.items()], metrics=metrics)
             src_art = Path(run.info.artifact_uri.removeprefix("file://"))
             if src_art.exists():
                 for path in src_art.rglob("*"):
@@ -65,7 +69,7 @@ def one_round(mode: str, writers: int, runs: int, warm: bool) -> dict:
         sync_experiment(EXPERIMENT, [], store)
     try:
         if mode == "server":
-            with serve(store, _free_port()) as url:
+            with serve(store, free_port()) as url:
                 result = run_writers(url, tmp / "writers", writers, runs)
         elif mode == "direct":
             result = run_writers(store, tmp / "writers", writers, runs)
@@ -73,8 +77,8 @@ def one_round(mode: str, writers: int, runs: int, warm: bool) -> dict:
             # each writer its own store: run_writers gives every process the same URI, so use one folder each
             result = {"ids": [], "errors": [], "wall_s": 0.0}
             start = time.perf_counter()
-            parts = _per_writer_stores(tmp, writers, runs)
-            result.update(parts)
+            parts = run_writers(lambda w: f"sqlite:///{tmp / f'job{w}' / 'store.db'}", tmp / "files", writers, runs)
+            result.update(errors=parts["errors"], write_s=parts["wall_s"])
             merge_start = time.perf_counter()
             merge_stores([f"sqlite:///{tmp / f'job{w}' / 'store.db'}" for w in range(writers)], store)
             result["merge_s"] = time.perf_counter() - merge_start
@@ -85,31 +89,14 @@ def one_round(mode: str, writers: int, runs: int, warm: bool) -> dict:
             problems = check_store(store, writers, runs)
         except Exception as err:  # a store the writers broke
             problems = [f"store unreadable: {type(err).__name__}: {str(err).splitlines()[0]}"]
-        return {"wall_s": result["wall_s"], "errors": result["errors"], "problems": problems,
-                "merge_s": result.get("merge_s")}
+        return {
+            "wall_s": result["wall_s"],
+            "errors": result["errors"],
+            "problems": problems,
+            "merge_s": result.get("merge_s"),
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _per_writer_stores(tmp: Path, writers: int, runs: int) -> dict:
-    import multiprocessing as mp
-
-    from test_many_writers import write_runs
-
-    ctx = mp.get_context("fork")
-    barrier, results = ctx.Barrier(writers + 1), ctx.Queue()
-    procs = [ctx.Process(target=write_runs, args=(f"sqlite:///{tmp / f'job{w}' / 'store.db'}", w, runs,
-                                                  str(tmp / f"job{w}" / "files"), barrier, results))
-             for w in range(writers)]
-    for proc in procs:
-        proc.start()
-    barrier.wait(timeout=300)
-    start = time.perf_counter()
-    got = [results.get(timeout=600) for _ in procs]
-    wall = time.perf_counter() - start
-    for proc in procs:
-        proc.join(timeout=60)
-    return {"errors": [e for _, _, errs, _ in got for e in errs], "write_s": wall}
 
 
 def main() -> int:
@@ -118,8 +105,11 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--modes", default="server,direct,merge")
-    ap.add_argument("--stores", default="fresh,warm", help="fresh: writers start on a new store; warm: "
-                    "store and experiment made before")
+    ap.add_argument(
+        "--stores",
+        default="fresh,warm",
+        help="fresh: writers start on a new store; warm: store and experiment made before",
+    )
     args = ap.parse_args()
     print(f"{args.writers} writers x {args.runs} runs, {args.repeat} rounds per mode")
     for mode, state in [(m, s) for s in args.stores.split(",") for m in args.modes.split(",")]:
@@ -130,8 +120,11 @@ def main() -> int:
         extra = ""
         if rounds[0]["merge_s"] is not None:
             extra = f", of which merging {statistics.median(r['merge_s'] for r in rounds):.1f} s"
-        print(f"{mode:6s} {state:5s} wall {statistics.median(walls):6.1f} s (range {min(walls):.1f}-{max(walls):.1f}){extra}; "
-              f"errors {len(errors)}; rounds with runs lost or incomplete {sum(1 for r in rounds if r['problems'])}")
+        print(
+            f"{mode:6s} {state:5s} wall {statistics.median(walls):6.1f} s "
+            f"(range {min(walls):.1f}-{max(walls):.1f}){extra}; "
+            f"errors {len(errors)}; rounds with runs lost or incomplete {sum(1 for r in rounds if r['problems'])}"
+        )
         for line in (errors + lost)[:5]:
             print(f"        {line.splitlines()[0][:300]}")
     return 0

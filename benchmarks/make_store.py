@@ -8,6 +8,7 @@ written through MlflowClient (create_run, one log_batch, set_terminated), from -
 A relative sqlite path is taken from the current directory. An existing store is refused
 unless --force, which deletes it first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,15 +28,37 @@ from scalestudy.tracking import ensure_experiment, load_runs, sqlite_path  # noq
 
 EXPERIMENT = "synthetic-load"
 # Images/s of one P100 on synthetic data (TF benchmarks 2017 where published, else close to them).
-BASE_IMAGES_PER_S = {"alexnet": 2987.0, "vgg16": 144.0, "vgg19": 122.0, "inception3": 142.0, "inception4": 68.0,
-                     "resnet50": 219.0, "resnet101": 127.0, "resnet101_v2": 122.0, "resnet152": 91.8}
+BASE_IMAGES_PER_S = {
+    "alexnet": 2987.0,
+    "vgg16": 144.0,
+    "vgg19": 122.0,
+    "inception3": 142.0,
+    "inception4": 68.0,
+    "resnet50": 219.0,
+    "resnet101": 127.0,
+    "resnet101_v2": 122.0,
+    "resnet152": 91.8,
+}
 # Scaling loss per doubling of workers: communication-heavy models (many parameters) lose more.
-LOSS_PER_DOUBLING = {"alexnet": 0.16, "vgg16": 0.11, "vgg19": 0.12, "inception3": 0.03, "inception4": 0.035,
-                     "resnet50": 0.04, "resnet101": 0.045, "resnet101_v2": 0.045, "resnet152": 0.05}
+LOSS_PER_DOUBLING = {
+    "alexnet": 0.16,
+    "vgg16": 0.11,
+    "vgg19": 0.12,
+    "inception3": 0.03,
+    "inception4": 0.035,
+    "resnet50": 0.04,
+    "resnet101": 0.045,
+    "resnet101_v2": 0.045,
+    "resnet152": 0.05,
+}
 DEVICES = {"P100": 1.0, "V100": 1.9, "K80": 0.36, "cpu": 0.015}  # speed relative to a P100
 DEVICE_WEIGHTS = (0.35, 0.3, 0.25, 0.1)
-PLATFORMS = {"P100": ["nvidia-dgx-1", "gce-n1-p100x4"], "V100": ["aws-p3.16xlarge", "nvidia-dgx-1v"],
-             "K80": ["aws-p2.8xlarge", "gce-n1-standard-32-k80x8"], "cpu": ["slurm-cpu-cluster"]}
+PLATFORMS = {
+    "P100": ["nvidia-dgx-1", "gce-n1-p100x4"],
+    "V100": ["aws-p3.16xlarge", "nvidia-dgx-1v"],
+    "K80": ["aws-p2.8xlarge", "gce-n1-standard-32-k80x8"],
+    "cpu": ["slurm-cpu-cluster"],
+}
 WORKER_COUNTS = (1, 2, 4, 8, 16, 32, 64)
 SERIES_POINTS = 20
 
@@ -50,24 +73,51 @@ def synthetic_run(i: int, seed: int, series_fraction: float) -> RunRecord:
     data = rng.choices(["synthetic", "real"], weights=(0.6, 0.4))[0]
     batch = 512 if model == "alexnet" else rng.choice((32, 64, 128))
     steps, warmup = rng.choice((100, 200, 500, 1000)), 10
-    params = {"model": model, "framework": framework, "workers": workers, "device": device, "data": data,
-              "batch_per_worker": batch, "platform": rng.choice(PLATFORMS[device]),
-              "api": "horovod", "steps": steps, "warmup_steps": warmup, "seed": rng.randint(0, 2**31 - 1)}
+    params = {
+        "model": model,
+        "framework": framework,
+        "workers": workers,
+        "device": device,
+        "data": data,
+        "batch_per_worker": batch,
+        "platform": rng.choice(PLATFORMS[device]),
+        "api": "horovod",
+        "steps": steps,
+        "warmup_steps": warmup,
+        "seed": rng.randint(0, 2**31 - 1),
+    }
     start_ms = 1_735_689_600_000 + rng.randint(0, 300 * 86_400_000)  # some time in 2025
     init_s = (12 + 3 * math.log2(workers) + (40 if device == "cpu" else 0)) * rng.lognormvariate(0, 0.25)
     tags = {"source": "measured", "generator": "benchmarks/make_store.py", "host": f"node{rng.randint(1, 32):02d}"}
     if rng.random() < 0.02:  # a few crashed jobs: they got as far as initialisation
-        return RunRecord(experiment=EXPERIMENT, key=f"synthetic/{i}", params=params, tags=tags, status="FAILED",
-                         metrics={"time_init_s": round(init_s, 3)}, start_ms=start_ms,
-                         end_ms=start_ms + int(init_s * 1000) + rng.randint(1000, 60_000), where=f"synthetic #{i}")
+        return RunRecord(
+            experiment=EXPERIMENT,
+            key=f"synthetic/{i}",
+            params=params,
+            tags=tags,
+            status="FAILED",
+            metrics={"time_init_s": round(init_s, 3)},
+            start_ms=start_ms,
+            end_ms=start_ms + int(init_s * 1000) + rng.randint(1000, 60_000),
+            where=f"synthetic #{i}",
+        )
     efficiency = 1 / (1 + LOSS_PER_DOUBLING[model] * math.log2(workers) * rng.lognormvariate(0, 0.2))
-    per_worker = (BASE_IMAGES_PER_S[model] * DEVICES[device] * (batch / 64) ** 0.08
-                  * (1.04 if framework == "mxnet" else 1.0) * (0.93 if data == "real" else 1.0))
+    per_worker = (
+        BASE_IMAGES_PER_S[model]
+        * DEVICES[device]
+        * (batch / 64) ** 0.08
+        * (1.04 if framework == "mxnet" else 1.0)
+        * (0.93 if data == "real" else 1.0)
+    )
     total = per_worker * workers * efficiency * rng.lognormvariate(0, 0.03)
     work_s = steps * batch * workers / total
-    metrics = {"throughput_total": round(total, 2), "throughput_per_worker": round(total / workers, 2),
-               "time_init_s": round(init_s, 3), "time_work_s": round(work_s, 3),
-               "time_total_s": round(init_s + work_s, 3)}
+    metrics = {
+        "throughput_total": round(total, 2),
+        "throughput_per_worker": round(total / workers, 2),
+        "time_init_s": round(init_s, 3),
+        "time_work_s": round(work_s, 3),
+        "time_total_s": round(init_s + work_s, 3),
+    }
     series = {}
     if rng.random() < series_fraction:
         t0 = start_ms + init_s * 1000
@@ -75,12 +125,25 @@ def synthetic_run(i: int, seed: int, series_fraction: float) -> RunRecord:
         for k in range(SERIES_POINTS):
             step = warmup + round(k * (steps - warmup) / (SERIES_POINTS - 1))
             ramp = 1 - 0.5 * math.exp(-step / 15)  # first steps are slow (autotuning, caches)
-            points.append((step, int(t0 + step * batch * workers / total * 1000),
-                           round(total * ramp * rng.lognormvariate(0, 0.04), 2)))
+            points.append(
+                (
+                    step,
+                    int(t0 + step * batch * workers / total * 1000),
+                    round(total * ramp * rng.lognormvariate(0, 0.04), 2),
+                )
+            )
         series["step_throughput_total"] = points
-    return RunRecord(experiment=EXPERIMENT, key=f"synthetic/{i}", params=params, metrics=metrics, tags=tags,
-                     series=series, start_ms=start_ms, end_ms=int(start_ms + (init_s + work_s) * 1000),
-                     where=f"synthetic #{i}")
+    return RunRecord(
+        experiment=EXPERIMENT,
+        key=f"synthetic/{i}",
+        params=params,
+        metrics=metrics,
+        tags=tags,
+        series=series,
+        start_ms=start_ms,
+        end_ms=int(start_ms + (init_s + work_s) * 1000),
+        where=f"synthetic #{i}",
+    )
 
 
 _CLIENT = None  # (uri, MlflowClient) of this process
@@ -116,8 +179,9 @@ def write_runs(job: tuple[str, str, list[int], int, float]) -> int:
         rec = synthetic_run(i, seed, series_fraction)
         rec.validate()
         tags = {**rec.tags, "import_key": rec.key}
-        run_id = client.create_run(experiment_id, start_time=rec.start_ms, tags=tags,
-                                   run_name=run_name(rec.params)).info.run_id
+        run_id = client.create_run(
+            experiment_id, start_time=rec.start_ms, tags=tags, run_name=run_name(rec.params)
+        ).info.run_id
         metrics = [Metric(k, float(v), rec.start_ms, 0) for k, v in sorted(rec.metrics.items())]
         for name, points in rec.series.items():
             metrics += [Metric(name, float(v), ts, step) for step, ts, v in points]
@@ -148,11 +212,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=10_000, help="runs in the store in all (published + synthetic)")
     ap.add_argument("--uri", default="sqlite:///benchmarks/out/store-10k.db")
-    ap.add_argument("--procs", type=int, default=1,
-                    help="writer processes (SQLite takes one writer at a time: 2 were no faster than 1 here)")
+    ap.add_argument(
+        "--procs",
+        type=int,
+        default=1,
+        help="writer processes (SQLite takes one writer at a time: 2 were no faster than 1 here)",
+    )
     ap.add_argument("--durable", action="store_true", help="keep SQLite's fsync on every commit (~4x slower)")
-    ap.add_argument("--series-fraction", type=float, default=0.2,
-                    help=f"share of runs with a {SERIES_POINTS}-point step_throughput_total series")
+    ap.add_argument(
+        "--series-fraction",
+        type=float,
+        default=0.2,
+        help=f"share of runs with a {SERIES_POINTS}-point step_throughput_total series",
+    )
     ap.add_argument("--seed", type=int, default=2017)
     ap.add_argument("--force", action="store_true", help="delete an existing store at --uri first")
     args = ap.parse_args(argv)
@@ -176,16 +248,21 @@ def main(argv: list[str] | None = None) -> int:
     published = len(load_runs(uri))
     t_import = time.monotonic() - t0
     todo = max(args.runs - published, 0)
-    print(f"{published} published runs imported in {t_import:.1f} s; writing {todo} synthetic runs "
-          f"with {args.procs} process(es)", flush=True)
+    print(
+        f"{published} published runs imported in {t_import:.1f} s; writing {todo} synthetic runs "
+        f"with {args.procs} process(es)",
+        flush=True,
+    )
 
     from mlflow import MlflowClient
 
     experiment_id = ensure_experiment(MlflowClient(tracking_uri=uri), uri, EXPERIMENT)
     t1 = time.monotonic()
     chunk = 250
-    jobs = [(uri, experiment_id, list(range(lo, min(lo + chunk, todo))), args.seed, args.series_fraction)
-            for lo in range(0, todo, chunk)]
+    jobs = [
+        (uri, experiment_id, list(range(lo, min(lo + chunk, todo))), args.seed, args.series_fraction)
+        for lo in range(0, todo, chunk)
+    ]
     done = 0
     if args.procs > 1:
         with mp.get_context("spawn").Pool(args.procs, None if args.durable else no_fsync) as pool:
@@ -198,9 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             _progress(done, todo, t1)
     t_write = time.monotonic() - t1
     total = len(load_runs(uri))
-    print(f"{path}: {total} runs ({published} published, {done} synthetic), {path.stat().st_size / 2**20:.0f} MiB; "
-          f"import {t_import:.1f} s, synthetic runs {t_write:.1f} s ({done / max(t_write, 1e-9):.0f} runs/s), "
-          f"elapsed {time.monotonic() - t0:.1f} s")
+    print(
+        f"{path}: {total} runs ({published} published, {done} synthetic), {path.stat().st_size / 2**20:.0f} MiB; "
+        f"import {t_import:.1f} s, synthetic runs {t_write:.1f} s ({done / max(t_write, 1e-9):.0f} runs/s), "
+        f"elapsed {time.monotonic() - t0:.1f} s"
+    )
     return 0
 
 

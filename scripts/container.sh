@@ -31,11 +31,9 @@ need_docker_engine() {
 
 build_docker() {
   need_docker_engine
-  local version commit dirty short
+  local version commit short
   version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n1)"
-  commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
-  dirty="$(git status --porcelain --untracked-files=no 2>/dev/null | head -n1)"
-  [ -n "$dirty" ] && commit="${commit}-dirty"
+  commit="$(PYTHONPATH=src "$PYTHON" -m scalestudy.provenance commit)"
   short="${commit:0:12}"
   echo "building $IMAGE (scalestudy $version, commit $commit, lock sha256 $(lock_sha))"
   docker build \

@@ -1,4 +1,5 @@
 """Shared fixtures: a store with every published dataset imported once per test session."""
+
 from __future__ import annotations
 
 import os
@@ -10,6 +11,26 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+pytest_plugins = ["slurm_cluster"]  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
+
+
+REFERENCE = REPO / "experiments" / "reference"
+
+
+def dataset_copy(tmp_path: Path, name: str) -> Path:
+    """A writable copy of the published dataset folder experiments/reference/<name>."""
+    dest = tmp_path / name
+    shutil.copytree(REFERENCE / name, dest, copy_function=shutil.copyfile)
+    return dest
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def run_module(module: str, *args: str, uri: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess:
@@ -33,7 +54,7 @@ def published_store(tmp_path_factory) -> str:
 @pytest.fixture()
 def store_copy(published_store, tmp_path) -> str:
     """A private copy of the published store, for tests that write to it."""
-    src = Path(published_store[len("sqlite:///"):])
+    src = Path(published_store[len("sqlite:///") :])
     dst = tmp_path / "store.db"
     shutil.copy(src, dst)
     if (src.parent / "store-artifacts").exists():

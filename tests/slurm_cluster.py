@@ -9,12 +9,12 @@ Needs Debian's packages munge, slurmctld, slurmd and slurm-client (Slurm 22.05 o
 (munged, slurmd and the jobs run as root here). Not root and the packages missing: the tests are skipped,
 saying so; as root with the packages missing: they fail with the apt-get command that installs them.
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,12 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 APT_PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client")
-PROGRAMS = {"munged": "munge", "mungekey": "munge", "munge": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd",
-            "sinfo": "slurm-client", "srun": "slurm-client", "sbatch": "slurm-client", "scontrol": "slurm-client",
-            "squeue": "slurm-client", "scancel": "slurm-client"}
-MARKER = "SCALESTUDY_SLURM_FIXTURE"   # in the daemons' environment (and so their slurmstepd's)
+PROGRAMS = {
+    "munged": "munge",
+    "mungekey": "munge",
+    "munge": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sinfo": "slurm-client",
+    "srun": "slurm-client",
+    "sbatch": "slurm-client",
+    "scontrol": "slurm-client",
+    "squeue": "slurm-client",
+    "scancel": "slurm-client",
+}
+MARKER = "SCALESTUDY_SLURM_FIXTURE"  # in the daemons' environment (and so their slurmstepd's)
 PARTITION = "debug"
 NODE = "localhost"
 CPUS = 2
@@ -49,8 +60,9 @@ class SlurmCluster:
     def run(self, *cmd: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
         proc = subprocess.run(list(cmd), env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
-            raise AssertionError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}\n"
-                                 + self.log_tails())
+            raise AssertionError(
+                f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}\n" + self.log_tails()
+            )
         return proc
 
     def job(self, job_id: str | int) -> dict[str, str]:
@@ -65,8 +77,9 @@ class SlurmCluster:
             if info.get("JobState") not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
                 return info
             if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} still {info.get('JobState')} after {timeout:.0f} s\n"
-                                     + self.log_tails())
+                raise AssertionError(
+                    f"job {job_id} still {info.get('JobState')} after {timeout:.0f} s\n" + self.log_tails()
+                )
             time.sleep(0.25)
 
     def log_tails(self, lines: int = 25) -> str:
@@ -77,12 +90,6 @@ class SlurmCluster:
         return "\n".join(out)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _require_programs() -> None:
     missing = sorted({pkg for prog, pkg in PROGRAMS.items() if not shutil.which(prog, path=_PATH)})
     if not missing:
@@ -90,8 +97,9 @@ def _require_programs() -> None:
     command = "apt-get update && apt-get install -y --no-install-recommends " + " ".join(APT_PACKAGES)
     if os.geteuid() != 0:
         pytest.skip(f"a real Slurm needs root and Debian's {', '.join(missing)} (as root: {command})")
-    pytest.fail(f"Slurm tests: Debian packages missing: {', '.join(missing)}; install them with: {command}",
-                pytrace=False)
+    pytest.fail(
+        f"Slurm tests: Debian packages missing: {', '.join(missing)}; install them with: {command}", pytrace=False
+    )
 
 
 _PATH = os.environ.get("PATH", "") + ":/usr/sbin:/sbin"
@@ -146,9 +154,11 @@ def _wait(what: str, check, cluster: SlurmCluster, timeout: float = 30) -> None:
     while not check():
         for name, proc in cluster.procs.items():
             if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited with {proc.returncode} while waiting for {what}\n"
-                                   + (cluster.root / "log" / f"{name}.out").read_text(errors="replace")[-3000:]
-                                   + cluster.log_tails())
+                raise RuntimeError(
+                    f"{name} exited with {proc.returncode} while waiting for {what}\n"
+                    + (cluster.root / "log" / f"{name}.out").read_text(errors="replace")[-3000:]
+                    + cluster.log_tails()
+                )
         if time.monotonic() > deadline:
             raise RuntimeError(f"Slurm test cluster: {what} not ready after {timeout:.0f} s\n" + cluster.log_tails())
         time.sleep(0.2)
@@ -181,8 +191,10 @@ def _stop(cluster: SlurmCluster) -> list[str]:
         if ids:
             cluster.run("scancel", *ids, check=False, timeout=15)
             deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and cluster.run("squeue", "--noheader", check=False,
-                                                                 timeout=15).stdout.strip():
+            while (
+                time.monotonic() < deadline
+                and cluster.run("squeue", "--noheader", check=False, timeout=15).stdout.strip()
+            ):
                 time.sleep(0.25)
     except (subprocess.SubprocessError, OSError) as err:
         problems.append(f"cancelling jobs: {err}")
@@ -219,31 +231,57 @@ def slurm_cluster():
     for sub, mode in (("munge", 0o700), ("run", 0o755), ("state", 0o700), ("spool", 0o755), ("log", 0o755)):
         (root / sub).mkdir(mode=mode)
         (root / sub).chmod(mode)
-    conf = _write_conf(root, _free_port(), _free_port())
+    conf = _write_conf(root, free_port(), free_port())
     cluster = SlurmCluster(root=root, conf=conf, partition=PARTITION, marker=uuid.uuid4().hex)
     env = dict(cluster.env, **{MARKER: cluster.marker, "PATH": _PATH})
     key = root / "munge" / "munge.key"
     socket_path = root / "run" / "munge.socket"
 
     def start(name: str, *cmd: str) -> None:
-        out = open(root / "log" / f"{name}.out", "w")
-        cluster.procs[name] = subprocess.Popen(list(cmd), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                               stdin=subprocess.DEVNULL, start_new_session=True)
+        with open(root / "log" / f"{name}.out", "w") as out:  # the daemon keeps its own copy of the descriptor
+            cluster.procs[name] = subprocess.Popen(
+                list(cmd),
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         out.close()
 
     mp = pytest.MonkeyPatch()
     try:
         subprocess.run(["mungekey", "--create", f"--keyfile={key}"], check=True, env=env, capture_output=True)
-        start("munged", "munged", "--foreground", f"--key-file={key}", f"--socket={socket_path}",
-              f"--pid-file={root / 'run' / 'munged.pid'}", f"--log-file={root / 'log' / 'munged.log'}",
-              f"--seed-file={root / 'munge' / 'munged.seed'}")
-        _wait("munged", lambda: subprocess.run(["munge", "-n", "-S", str(socket_path)], capture_output=True,
-                                                env=env).returncode == 0, cluster)
+        start(
+            "munged",
+            "munged",
+            "--foreground",
+            f"--key-file={key}",
+            f"--socket={socket_path}",
+            f"--pid-file={root / 'run' / 'munged.pid'}",
+            f"--log-file={root / 'log' / 'munged.log'}",
+            f"--seed-file={root / 'munge' / 'munged.seed'}",
+        )
+        _wait(
+            "munged",
+            lambda: (
+                subprocess.run(["munge", "-n", "-S", str(socket_path)], capture_output=True, env=env).returncode == 0
+            ),
+            cluster,
+        )
         start("slurmctld", "slurmctld", "-D", "-i", "-f", str(conf))
         _wait("slurmctld", lambda: cluster.run("scontrol", "ping", check=False, timeout=10).returncode == 0, cluster)
         start("slurmd", "slurmd", "-D", "-N", NODE, "-f", str(conf))
-        _wait("slurmd (node idle)", lambda: cluster.run("sinfo", "--noheader", "--format=%t", "--nodes", NODE,
-                                                        check=False, timeout=10).stdout.strip() == "idle", cluster)
+        _wait(
+            "slurmd (node idle)",
+            lambda: (
+                cluster.run(
+                    "sinfo", "--noheader", "--format=%t", "--nodes", NODE, check=False, timeout=10
+                ).stdout.strip()
+                == "idle"
+            ),
+            cluster,
+        )
         mp.setenv("SLURM_CONF", str(conf))
         yield cluster
     finally:
@@ -252,5 +290,6 @@ def slurm_cluster():
         if not problems:
             shutil.rmtree(root, ignore_errors=True)
         else:
-            pytest.fail("Slurm test cluster teardown: " + "; ".join(problems) + f" (logs kept in {root})",
-                        pytrace=False)
+            pytest.fail(
+                "Slurm test cluster teardown: " + "; ".join(problems) + f" (logs kept in {root})", pytrace=False
+            )

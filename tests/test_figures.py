@@ -1,11 +1,11 @@
-"""The figure builder, run as a user runs it (`python -m scalestudy.build ...`) on a real imported store."""
+"""The figure builder, run as a user runs it (`python -m scalestudy.paper ...`) on a real imported store."""
+
 import csv
 import json
-from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_module
+
 from scalestudy.tracking import load_runs
 
 TF_CSV = REPO / "experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv"
@@ -14,14 +14,19 @@ TF_CSV = REPO / "experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv
 def tf_value(platform, model, data, batch, gpus):
     with TF_CSV.open() as handle:
         for row in csv.DictReader(handle):
-            if (row["platform"], row["model"], row["data"], row["batch_per_gpu"], row["gpus"]) == \
-                    (platform, model, data, str(batch), str(gpus)):
+            if (row["platform"], row["model"], row["data"], row["batch_per_gpu"], row["gpus"]) == (
+                platform,
+                model,
+                data,
+                str(batch),
+                str(gpus),
+            ):
                 return float(row["images_per_sec"])
     raise KeyError((platform, model, data, batch, gpus))
 
 
 def build(uri, out_dir, *args, check=True):
-    return run_module("scalestudy.build", *args, f"out_dir={out_dir}", uri=uri, check=check)
+    return run_module("scalestudy.paper", *args, f"out_dir={out_dir}", uri=uri, check=check)
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +41,12 @@ def test_figure3_files_and_the_runs_behind_them(figure3, published_store):
         assert (figure3 / f"figure-3.{ext}").stat().st_size > 1000
     sidecar = json.loads((figure3 / "figure-3.json").read_text())
     runs = load_runs(published_store)
-    expected = runs[(runs.experiment == "tf-benchmarks-2017")
-                    & runs.platform.isin(["nvidia-dgx-1", "gce-n1-standard-32-k80x8"])
-                    & runs.model.isin(["inception3", "resnet50"]) & runs.batch_per_worker.isin([32, 64])]
+    expected = runs[
+        (runs.experiment == "tf-benchmarks-2017")
+        & runs.platform.isin(["nvidia-dgx-1", "gce-n1-standard-32-k80x8"])
+        & runs.model.isin(["inception3", "resnet50"])
+        & runs.batch_per_worker.isin([32, 64])
+    ]
     assert len(expected) == 64  # 2 models x 2 data x 2 batches x 4 GPU counts x 2 machines
     assert sorted(r["run_id"] for r in sidecar["mlflow_runs"]) == sorted(expected.run_id)
     assert sidecar["git_commit"] and sidecar["source"] == "published"
@@ -52,7 +60,8 @@ def test_figure3_numbers_by_hand(figure3):
     by_key = {(p["series"], p.get("workers")): p["value"] for p in points}
     dgx, gce = "nvidia-dgx-1", "gce-n1-standard-32-k80x8"
     assert by_key[("ResNet-50 · real · batch 32", 1)] == pytest.approx(
-        tf_value(dgx, "resnet50", "real", 32, 1) / tf_value(gce, "resnet50", "real", 32, 1))
+        tf_value(dgx, "resnet50", "real", 32, 1) / tf_value(gce, "resnet50", "real", 32, 1)
+    )
     assert by_key[("Inception-v3 · synthetic · batch 64", 4)] == pytest.approx(569 / 116)
     ratios = sorted(v for (series, _), v in by_key.items() if series != "median")
     assert len(ratios) == 32
@@ -106,7 +115,8 @@ def test_figure7_efficiency_by_hand(published_store, tmp_path):
     value = {(p["series"], p["y"], p["workers"]): p["value"] for p in points}
     dist = "aws-p2.8xlarge-distributed"
     assert value[("ResNet-50 · batch 64", "efficiency_speed", 64)] == pytest.approx(
-        tf_value(dist, "resnet50", "synthetic", 64, 64) / tf_value(dist, "resnet50", "synthetic", 64, 1) / 64)
+        tf_value(dist, "resnet50", "synthetic", 64, 64) / tf_value(dist, "resnet50", "synthetic", 64, 1) / 64
+    )
     assert value[("VGG-16 · batch 64", "efficiency_published", 512)] == pytest.approx(0.68)
 
 
@@ -114,15 +124,26 @@ def test_a_series_has_one_colour_in_every_panel():
     """source=all: a model with published runs only must not give `published` the colour `measured` has elsewhere."""
     import pandas as pd
 
-    from scalestudy.build.figures import draw_lines
+    from scalestudy.paper.figures import draw_lines
 
     # `protocol` is a column only the published runs have (as in figure 6): its label part is left out, not "nan".
-    rows = [{"model": m, "source": s, "workers": w, "speedup_speed": float(w),
-             "protocol": "plain" if s == "published" else float("nan")}
-            for m, sources in (("inception4", ["published"]), ("vgg19", ["measured", "published"]))
-            for s in sources for w in (1, 2)]
-    spec = {"name": "figure-x", "title": "x", "plot": {"x": "workers", "hue": ["protocol"], "facet": "model",
-                                                       "panels": [{"y": ["speedup_speed"]}]}}
+    rows = [
+        {
+            "model": m,
+            "source": s,
+            "workers": w,
+            "speedup_speed": float(w),
+            "protocol": "plain" if s == "published" else float("nan"),
+        }
+        for m, sources in (("inception4", ["published"]), ("vgg19", ["measured", "published"]))
+        for s in sources
+        for w in (1, 2)
+    ]
+    spec = {
+        "name": "figure-x",
+        "title": "x",
+        "plot": {"x": "workers", "hue": ["protocol"], "facet": "model", "panels": [{"y": ["speedup_speed"]}]},
+    }
     fig, _ = draw_lines(spec, pd.DataFrame(rows), pd.DataFrame(rows))
     colour = {}
     for ax in fig.axes:
@@ -137,20 +158,21 @@ def test_a_series_has_one_colour_in_every_panel():
 def test_measured_runs_get_a_title_and_note_true_of_them():
     import pandas as pd
 
-    from scalestudy.build.figures import for_source
+    from scalestudy.paper.figures import for_source
 
     spec = yaml_figure("figure-1")
-    runs = pd.DataFrame([
-        {"source": "published", "device": "V100", "data": "cifar10", "batch_per_worker": 64, "platform": "hacksa"},
-        {"source": "measured", "device": "cpu", "data": "synthetic-75", "batch_per_worker": 8, "platform": "vm"},
-        {"source": "measured", "device": "cpu", "data": "synthetic-75", "batch_per_worker": 16, "platform": "vm"},
-    ])
+    runs = pd.DataFrame(
+        [
+            {"source": "published", "device": "V100", "data": "cifar10", "batch_per_worker": 64, "platform": "hacksa"},
+            {"source": "measured", "device": "cpu", "data": "synthetic-75", "batch_per_worker": 8, "platform": "vm"},
+            {"source": "measured", "device": "cpu", "data": "synthetic-75", "batch_per_worker": 16, "platform": "vm"},
+        ]
+    )
     assert for_source(spec, runs, "published") is spec  # the paper's figures are exactly as configured
     measured = for_source(spec, runs[runs.source == "measured"], "measured")
     assert measured["title"] == spec["measured_title"] and "V100" not in measured["title"]
     note = measured["plot"]["note"]
-    assert note == ("Measured runs (2): device cpu; data synthetic-75; images per rank and step 8, 16; "
-                    "platform vm.")
+    assert note == ("Measured runs (2): device cpu; data synthetic-75; images per rank and step 8, 16; platform vm.")
     assert measured["caption"] == note and "V100" not in measured["caption"]
     both = for_source(spec, runs, "all")
     assert both["title"].endswith("published and measured runs")

@@ -3,11 +3,12 @@ and writes nothing when a file is malformed.
 
 One store is imported once per module (an import costs seconds); tests that write to it work on a copy.
 """
+
 from __future__ import annotations
 
-from pathlib import Path
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -119,14 +120,22 @@ def test_changed_csv_value_updates_exactly_that_run(store, scratch):
     assert row["throughput_total"] == 220
 
 
-@pytest.mark.parametrize("dataset, corrupt, where", [
-    ("tf-benchmarks-2017",
-     lambda folder: _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",", ";", 2)),
-     "tf_benchmarks_2017.csv:10"),
-    # line 76 is the log's first 'Benchmark metric' line: the log ends in its middle
-    ("hacksa-2019", lambda folder: _edit(folder / "logs" / "2.vgg_19.err", 76, lambda s: s[: len(s) // 2], last=True),
-     "2.vgg_19.err:76"),
-])
+@pytest.mark.parametrize(
+    "dataset, corrupt, where",
+    [
+        (
+            "tf-benchmarks-2017",
+            lambda folder: _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",", ";", 2)),
+            "tf_benchmarks_2017.csv:10",
+        ),
+        # line 76 is the log's first 'Benchmark metric' line: the log ends in its middle
+        (
+            "hacksa-2019",
+            lambda folder: _edit(folder / "logs" / "2.vgg_19.err", 76, lambda s: s[: len(s) // 2], last=True),
+            "2.vgg_19.err:76",
+        ),
+    ],
+)
 def test_malformed_file_writes_nothing(store, scratch, capsys, dataset, corrupt, where):
     corrupt(scratch["reference"] / dataset)
     assert main(["--reference-dir", str(scratch["reference"]), *DATASETS]) == 2

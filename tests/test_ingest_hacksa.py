@@ -1,21 +1,21 @@
 """hacksa-2019 importer: numbers read by hand from the raw logs, and malformed logs that must fail with file:line."""
+
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from pathlib import Path
-import shutil
+from datetime import UTC, datetime
 
 import pytest
+from conftest import REFERENCE, dataset_copy
 
 from scalestudy.ingest import hacksa
 from scalestudy.schema import METRICS, SERIES, SchemaError
 
-FOLDER = Path(__file__).resolve().parents[1] / "experiments" / "reference" / "hacksa-2019"
+FOLDER = REFERENCE / "hacksa-2019"
 
 
 def utc_ms(text: str) -> int:
     """'2019-01-14T10:28:35.043435Z' -> unix ms."""
-    return round(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp() * 1000)
+    return round(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp() * 1000)
 
 
 def cet_ms(text: str) -> int:
@@ -30,10 +30,7 @@ def runs():
 
 @pytest.fixture
 def copy(tmp_path):
-    """A writable copy of the dataset folder."""
-    dest = tmp_path / "hacksa-2019"
-    shutil.copytree(FOLDER, dest, copy_function=shutil.copyfile)
-    return dest
+    return dataset_copy(tmp_path, "hacksa-2019")
 
 
 def test_one_run_per_log(runs):
@@ -96,11 +93,22 @@ def test_resnet_2_gpus_sums_ranks(runs):
 def test_series_lengths_and_monotonic_timestamps(runs):
     lengths = {key: len(rec.series.get("step_throughput_total", [])) for key, rec in runs.items()}
     assert lengths == {
-        "1.err": 18, "1.inception_v4.err": 18, "1.vgg_19.err": 48,
-        "2.err": 8, "2.inception_v4.err": 8, "2.vgg_19.err": 23,
-        "4.err": 0, "4.inception_v4.err": 3, "4.vgg_19.err": 11,
-        "8.err": 1, "8.inception_v4.err": 1, "8.vgg_19.err": 5,
-        "16.err": 0, "16.inception_v4.err": 0, "16.vgg_19.err": 1, "32.vgg_19.err": 1,
+        "1.err": 18,
+        "1.inception_v4.err": 18,
+        "1.vgg_19.err": 48,
+        "2.err": 8,
+        "2.inception_v4.err": 8,
+        "2.vgg_19.err": 23,
+        "4.err": 0,
+        "4.inception_v4.err": 3,
+        "4.vgg_19.err": 11,
+        "8.err": 1,
+        "8.inception_v4.err": 1,
+        "8.vgg_19.err": 5,
+        "16.err": 0,
+        "16.inception_v4.err": 0,
+        "16.vgg_19.err": 1,
+        "32.vgg_19.err": 1,
     }
     for rec in runs.values():
         series = rec.series.get("step_throughput_total", [])
@@ -120,8 +128,11 @@ def test_32_gpus_sum_over_ranks(runs):
     rec = runs["32.vgg_19.err"]
     assert rec.status == "FINISHED" and rec.params["workers"] == 32
     text = (FOLDER / "logs" / "32.vgg_19.err").read_text()
-    values = [float(line.split("'value': ")[1].split(",")[0]) for line in text.splitlines()
-              if "'average_examples_per_sec'" in line]
+    values = [
+        float(line.split("'value': ")[1].split(",")[0])
+        for line in text.splitlines()
+        if "'average_examples_per_sec'" in line
+    ]
     assert len(values) == 32
     assert rec.metrics["throughput_total"] == pytest.approx(sum(values))
     assert rec.metrics["throughput_per_worker"] == pytest.approx(sum(values) / 32)
@@ -137,7 +148,8 @@ def test_failed_runs(runs):
     assert "4.err:193" in rec.tags["failure_reason"]
     assert set(rec.metrics) == {"time_init_s"}  # the shuffle buffer filled; nothing else is known
     assert rec.metrics["time_init_s"] == pytest.approx(
-        (cet_ms("2019-01-14 12:39:04.918964") - cet_ms("2019-01-14 12:37:15.816283")) / 1000, abs=1e-3)
+        (cet_ms("2019-01-14 12:39:04.918964") - cet_ms("2019-01-14 12:37:15.816283")) / 1000, abs=1e-3
+    )
     assert rec.series == {}
     assert rec.end_ms == cet_ms("2019-01-14 12:52:16.000000")  # the Slurm cancellation, local time
 
@@ -156,7 +168,8 @@ def test_finished_without_throughput(runs):
     assert set(rec.metrics) == {"time_init_s", "time_total_s", "time_work_s"}
     assert rec.metrics["time_total_s"] == 129.11303186416626
     assert rec.metrics["time_init_s"] == pytest.approx(
-        (cet_ms("2019-01-14 21:05:03.906227") - cet_ms("2019-01-14 21:03:15.411175")) / 1000, abs=1e-3)
+        (cet_ms("2019-01-14 21:05:03.906227") - cet_ms("2019-01-14 21:03:15.411175")) / 1000, abs=1e-3
+    )
     assert rec.series == {}
     assert "200 // 16 = 12 steps" in rec.tags["throughput_note"]
 
@@ -165,7 +178,7 @@ def test_incomplete_step_group_uses_mean_times_n(copy):
     path = copy / "logs" / "2.err"
     lines = path.read_text().splitlines(keepends=True)
     assert "'average_examples_per_sec', 'value': 196.78220822382707" in lines[125]  # line 126
-    assert "'current_examples_per_sec', 'value': 195.875151484018" in lines[126]    # line 127
+    assert "'current_examples_per_sec', 'value': 195.875151484018" in lines[126]  # line 127
     path.write_text("".join(lines[:125] + lines[127:]))
     rec = {r.key: r for r in hacksa.read(copy)}["2.err"]
     assert rec.metrics["throughput_per_worker"] == 196.80245653858435

@@ -1,28 +1,26 @@
 """keras-backends-2017 importer: the tables of profiling_results.md, and malformed tables failing with file:line."""
+
 from __future__ import annotations
 
 from pathlib import Path
-import shutil
 
 import pytest
+from conftest import REFERENCE, dataset_copy
 
 from scalestudy.ingest import keras_backends
 from scalestudy.schema import METRICS, SchemaError
 
-FOLDER = Path(__file__).resolve().parents[1] / "experiments" / "reference" / "keras-backends-2017"
 FILE = "profiling_results.md"
 
 
 @pytest.fixture(scope="module")
 def runs():
-    return {rec.key: rec for rec in keras_backends.read(FOLDER)}
+    return {rec.key: rec for rec in keras_backends.read(REFERENCE / "keras-backends-2017")}
 
 
 @pytest.fixture
 def copy(tmp_path):
-    dest = tmp_path / "keras-backends-2017"
-    shutil.copytree(FOLDER, dest, copy_function=shutil.copyfile)
-    return dest
+    return dataset_copy(tmp_path, "keras-backends-2017")
 
 
 def edit_line(folder: Path, line: int, old: str, new: str) -> None:
@@ -76,8 +74,12 @@ def test_params(runs):
 def test_values_as_published(runs):
     rec = runs["resnet50/reduce-randomization/mxnet/16"]
     assert rec.metrics == {
-        "time_total_s": 3040.19, "time_per_epoch_s": 304.02,  # 304.02 as published (3040.19 / 100 = 30.40)
-        "throughput_total": 1973.56, "accuracy_train": 0.94, "accuracy_test": 0.77, "memory_peak_mb": 15267,
+        "time_total_s": 3040.19,
+        "time_per_epoch_s": 304.02,  # 304.02 as published (3040.19 / 100 = 30.40)
+        "throughput_total": 1973.56,
+        "accuracy_train": 0.94,
+        "accuracy_test": 0.77,
+        "memory_peak_mb": 15267,
     }
     assert rec.tags["source_line"] == "profiling_results.md:40"
     assert rec.tags["source"] == "published" and rec.tags["citation"]
@@ -85,8 +87,13 @@ def test_values_as_published(runs):
     assert runs["resnet50/plain/mxnet/1"].tags["source_line"] == "profiling_results.md:26"
     assert runs["resnet50/reduce-randomization/tensorflow/16"].metrics["memory_peak_mb"] == 175088
     rec = runs["inception3/plain/mxnet/8"]  # header cell 'GPU(8)', cells without padding
-    assert rec.metrics == {"time_total_s": 2839, "time_per_epoch_s": 568, "accuracy_train": 0.81,
-                           "accuracy_test": 0.78, "memory_peak_mb": 12183}
+    assert rec.metrics == {
+        "time_total_s": 2839,
+        "time_per_epoch_s": 568,
+        "accuracy_train": 0.81,
+        "accuracy_test": 0.78,
+        "memory_peak_mb": 12183,
+    }
     assert rec.tags["source_line"] == "profiling_results.md:72"
     assert runs["inception3/reduce-randomization/tensorflow/16"].metrics["time_total_s"] == 78247
     assert runs["inception3/reduce-randomization/tensorflow/1"].tags["source_line"] == "profiling_results.md:94"
@@ -94,37 +101,19 @@ def test_values_as_published(runs):
     assert not any("throughput_total" in r.metrics for k, r in runs.items() if k.startswith("inception3"))
 
 
-def test_non_numeric_cell(copy):
-    edit_line(copy, 53, "| 122.31  |", "| n/a     |")
-    with pytest.raises(SchemaError, match=rf"{FILE}:53: .*'n/a' is not a number"):
-        keras_backends.read(copy)
-
-
-def test_wrong_number_of_cells(copy):
-    edit_line(copy, 88, "|519      |", "")
-    with pytest.raises(SchemaError, match=rf"{FILE}:88: 5 cells, expected 6"):
-        keras_backends.read(copy)
-
-
-def test_unknown_row_label(copy):
-    edit_line(copy, 45, "Training accuracy", "Validation accuracy")
-    with pytest.raises(SchemaError, match=rf"{FILE}:45: unknown row 'Validation accuracy'"):
-        keras_backends.read(copy)
-
-
-def test_table_under_no_backend_heading(copy):
-    edit_line(copy, 49, "#### Tensorflow Backend", "Tensorflow backend:")
-    with pytest.raises(SchemaError, match=rf"{FILE}:50: table under no known model / backend heading"):
-        keras_backends.read(copy)
-
-
-def test_unknown_backend(copy):
-    edit_line(copy, 84, "#### MXNet Backend", "#### CNTK Backend")
-    with pytest.raises(SchemaError, match=rf"{FILE}:84: unknown Keras backend 'CNTK'"):
-        keras_backends.read(copy)
-
-
-def test_bad_header_cell(copy):
-    edit_line(copy, 72, "GPU(8)", "8 GPUs")
-    with pytest.raises(SchemaError, match=rf"{FILE}:72: header cell '8 GPUs' is not 'GPU \(N\)'"):
+@pytest.mark.parametrize(
+    "line, old, new, error",
+    [
+        (53, "| 122.31  |", "| n/a     |", rf"{FILE}:53: .*'n/a' is not a number"),
+        (88, "|519      |", "", rf"{FILE}:88: 5 cells, expected 6"),
+        (45, "Training accuracy", "Validation accuracy", rf"{FILE}:45: unknown row 'Validation accuracy'"),
+        (49, "#### Tensorflow Backend", "Tensorflow backend:", rf"{FILE}:50: table under no known model / backend"),
+        (84, "#### MXNet Backend", "#### CNTK Backend", rf"{FILE}:84: unknown Keras backend 'CNTK'"),
+        (72, "GPU(8)", "8 GPUs", rf"{FILE}:72: header cell '8 GPUs' is not 'GPU \(N\)'"),
+    ],
+    ids=["non-numeric cell", "missing cell", "unknown row", "no backend heading", "unknown backend", "bad header"],
+)
+def test_malformed_table_names_file_and_line(copy, line, old, new, error):
+    edit_line(copy, line, old, new)
+    with pytest.raises(SchemaError, match=error):
         keras_backends.read(copy)

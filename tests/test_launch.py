@@ -1,4 +1,5 @@
 """The launcher without Horovod: its command line, and that a timeout leaves no process behind."""
+
 import sys
 import time
 
@@ -9,35 +10,62 @@ from scalestudy import launch
 
 
 def config(**over):
-    cfg = OmegaConf.create({
-        "workers": 2, "device": "cpu", "timeout_s": 60, "threads_per_rank": None,
-        "framework": {"runner": "scalestudy.runners.tensorflow"},
-        "cluster": {"launcher": "horovodrun", "hosts": "localhost:2", "network_interface": None,
-                    "extra_args": ["--verbose"], "kill_grace_s": 1},
-    })
+    cfg = OmegaConf.create(
+        {
+            "workers": 2,
+            "device": "cpu",
+            "timeout_s": 60,
+            "threads_per_rank": None,
+            "framework": {"runner": {"_target_": "scalestudy.runners.tensorflow.train"}},
+            "cluster": {
+                "launcher": "horovodrun",
+                "hosts": "localhost:2",
+                "network_interface": None,
+                "extra_args": ["--verbose"],
+                "kill_grace_s": 1,
+            },
+        }
+    )
     return OmegaConf.merge(cfg, over)
 
 
 def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "_tool", lambda name: f"/venv/bin/{name}")
-    cmd = launch.launcher_command(config(), tmp_path / "rank-config.yaml", tmp_path / "logs")
-    assert cmd == ["/venv/bin/horovodrun", "-np", "2", "-H", "localhost:2", "--gloo",
-                   "--output-filename", str(tmp_path / "logs"), "--verbose",
-                   sys.executable, "-m", "scalestudy.runners.tensorflow", str(tmp_path / "rank-config.yaml")]
+    cmd = launch.launcher_command(config(), tmp_path / "config.yaml", tmp_path / "logs")
+    assert cmd == [
+        "/venv/bin/horovodrun",
+        "-np",
+        "2",
+        "-H",
+        "localhost:2",
+        "--gloo",
+        "--output-filename",
+        str(tmp_path / "logs"),
+        "--verbose",
+        sys.executable,
+        "-m",
+        "scalestudy.runners",
+        str(tmp_path / "config.yaml"),
+    ]
     one = launch.launcher_command(config(workers=1, cluster={"hosts": "localhost:1"}), tmp_path / "c.yaml", tmp_path)
     assert "--output-filename" not in one and one[1:5] == ["-np", "1", "-H", "localhost:1"]
-    with pytest.raises(launch.LaunchError, match="cluster.launcher='mpirun'"):
+    with pytest.raises(launch.LaunchError, match=r"cluster\.launcher='mpirun'"):
         launch.launcher_command(config(cluster={"launcher": "mpirun"}), tmp_path / "c.yaml", tmp_path)
 
 
 def test_rank_logs_are_split_from_the_launcher_log_where_missing(tmp_path):
     (tmp_path / launch.LAUNCHER_LOG).write_text(
-        "$ horovodrun ...\n[0]<stdout>:hello\n[0]<stderr>:warn\n[1]<stdout>:other\n[0]<stdout>:bye\nplain\n")
+        "$ horovodrun ...\n[0]<stdout>:hello\n[0]<stderr>:warn\n[1]<stdout>:other\n[0]<stdout>:bye\nplain\n"
+    )
     (tmp_path / launch.LOG_DIR / "rank.1").mkdir(parents=True)
     (tmp_path / launch.LOG_DIR / "rank.1" / "stdout").write_text("written by the launcher\n")
     logs = launch.collect_logs(tmp_path)
     assert [p.relative_to(tmp_path).as_posix() for p in logs] == [
-        "launcher.log", "rank-logs/rank.0/stderr", "rank-logs/rank.0/stdout", "rank-logs/rank.1/stdout"]
+        "launcher.log",
+        "rank-logs/rank.0/stderr",
+        "rank-logs/rank.0/stdout",
+        "rank-logs/rank.1/stdout",
+    ]
     assert (tmp_path / "rank-logs/rank.0/stdout").read_text() == "hello\nbye\n"
     assert (tmp_path / "rank-logs/rank.1/stdout").read_text() == "written by the launcher\n"
 
@@ -56,7 +84,7 @@ def test_timeout_kills_the_group_and_processes_that_left_it(monkeypatch, tmp_pat
     script = f"sleep 300 & echo $! >> {pidfile}; setsid sleep 301 & echo $! >> {pidfile}; wait"
     monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["bash", "-c", script])
     started = time.monotonic()
-    outcome = launch.run_job(config(timeout_s=2), tmp_path, tmp_path / "rank-config.yaml")
+    outcome = launch.run_job(config(timeout_s=2), tmp_path, tmp_path / "config.yaml")
     assert time.monotonic() - started < 15
     assert outcome.status == "FAILED" and outcome.reason.startswith("timeout") and outcome.returncode is None
     assert outcome.leftover_pids == []
@@ -70,5 +98,5 @@ def test_timeout_kills_the_group_and_processes_that_left_it(monkeypatch, tmp_pat
 def test_a_launcher_that_exits_0_without_a_result_is_a_failure(monkeypatch, tmp_path):
     pytest.importorskip("psutil", reason="psutil is in the training environment")
     monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["true"])
-    outcome = launch.run_job(config(), tmp_path, tmp_path / "rank-config.yaml")
+    outcome = launch.run_job(config(), tmp_path, tmp_path / "config.yaml")
     assert outcome.status == "FAILED" and "wrote no" in outcome.reason and outcome.returncode == 0

@@ -11,25 +11,21 @@ Writers that create the experiment at once race in tracking.ensure_experiment (g
 RESOURCE_ALREADY_EXISTS and read the experiment back; test_..._new_experiment checks that no run is lost then,
 test_..._existing_experiment is the steady state.
 """
+
 from __future__ import annotations
 
 import multiprocessing as mp
-import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 WRITERS = 8
 RUNS_PER_WRITER = 4
 SERIES_LEN = 60
 EXPERIMENT = "many-writers"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def record(writer: int, index: int, folder: Path, experiment: str = EXPERIMENT):
@@ -40,19 +36,31 @@ def record(writer: int, index: int, folder: Path, experiment: str = EXPERIMENT):
     t0 = int(time.time() * 1000)
     value = 100.0 * writer + index
     return RunRecord(
-        experiment=experiment, key=f"w{writer}-r{index}",
-        params={"model": "resnet50", "framework": "tensorflow", "workers": 1 + index % 4, "device": "cpu",
-                "data": "synthetic", "batch_per_worker": 32, "platform": f"writer-{writer}"},
+        experiment=experiment,
+        key=f"w{writer}-r{index}",
+        params={
+            "model": "resnet50",
+            "framework": "tensorflow",
+            "workers": 1 + index % 4,
+            "device": "cpu",
+            "data": "synthetic",
+            "batch_per_worker": 32,
+            "platform": f"writer-{writer}",
+        },
         metrics={"throughput_total": value, "time_total_s": 1.0 + index},
         tags={"source": "measured", "writer": str(writer), "index": str(index)},
         series={"step_throughput_total": [(s, t0 + s, value + s) for s in range(SERIES_LEN)]},
-        artifacts={"config": str(artifact)}, start_ms=t0, end_ms=t0 + 1000, where=f"writer {writer}")
+        artifacts={"config": str(artifact)},
+        start_ms=t0,
+        end_ms=t0 + 1000,
+        where=f"writer {writer}",
+    )
 
 
-def write_runs(uri: str, writer: int, runs: int, folder: str, barrier, results,
-               experiment: str = EXPERIMENT) -> None:
+def write_runs(uri: str, writer: int, runs: int, folder: str, barrier, results, experiment: str = EXPERIMENT) -> None:
     """One writer process: wait for all, then log `runs` runs; report run ids, errors and seconds."""
     import mlflow  # noqa: F401  (imported before the barrier: the writers then start together)
+
     from scalestudy.tracking import log_measured_run
 
     folder = Path(folder)
@@ -69,17 +77,26 @@ def write_runs(uri: str, writer: int, runs: int, folder: str, barrier, results,
     results.put((writer, ids, errors, time.perf_counter() - start))
 
 
-def run_writers(uri: str, folder: Path, writers: int = WRITERS, runs: int = RUNS_PER_WRITER,
-                experiment: str = EXPERIMENT) -> dict:
-    """Start `writers` processes that write at once; return their ids, errors and the wall time."""
+def run_writers(
+    uri: str | Callable[[int], str],
+    folder: Path,
+    writers: int = WRITERS,
+    runs: int = RUNS_PER_WRITER,
+    experiment: str = EXPERIMENT,
+) -> dict:
+    """Start `writers` processes that write at once into `uri` (or `uri(writer)`, a store each); return their
+    ids, errors and the wall time."""
+    store = uri if callable(uri) else (lambda _writer: uri)
     import mlflow  # noqa: F401  (imported once here: forked writers start at once instead of after 4 s each)
 
     import scalestudy.tracking  # noqa: F401
 
     ctx = mp.get_context("fork")  # separate processes, each with its own connections, as separate jobs
     barrier, results = ctx.Barrier(writers + 1), ctx.Queue()
-    procs = [ctx.Process(target=write_runs, args=(uri, w, runs, str(folder / f"w{w}"), barrier, results, experiment))
-             for w in range(writers)]
+    procs = [
+        ctx.Process(target=write_runs, args=(store(w), w, runs, str(folder / f"w{w}"), barrier, results, experiment))
+        for w in range(writers)
+    ]
     for proc in procs:
         proc.start()
     barrier.wait(timeout=300)
@@ -88,12 +105,17 @@ def run_writers(uri: str, folder: Path, writers: int = WRITERS, runs: int = RUNS
     wall = time.perf_counter() - start
     for proc in procs:
         proc.join(timeout=60)
-    return {"ids": [i for _, ids, _, _ in got for i in ids], "errors": [e for _, _, errs, _ in got for e in errs],
-            "wall_s": wall, "exitcodes": [p.exitcode for p in procs]}
+    return {
+        "ids": [i for _, ids, _, _ in got for i in ids],
+        "errors": [e for _, _, errs, _ in got for e in errs],
+        "wall_s": wall,
+        "exitcodes": [p.exitcode for p in procs],
+    }
 
 
-def check_store(uri: str, writers: int = WRITERS, runs: int = RUNS_PER_WRITER,
-                experiment: str = EXPERIMENT) -> list[str]:
+def check_store(
+    uri: str, writers: int = WRITERS, runs: int = RUNS_PER_WRITER, experiment: str = EXPERIMENT
+) -> list[str]:
     """What is missing or incomplete in the store (an empty list: nothing lost)."""
     from scalestudy.tracking import artifact_root, load_runs, load_series, sqlite_path
 
@@ -127,7 +149,7 @@ def server(tmp_path_factory):
     from scalestudy.ui import serve
 
     store = f"sqlite:///{tmp_path_factory.mktemp('many-writers') / 'store.db'}"
-    with serve(store, _free_port()) as url:
+    with serve(store, free_port()) as url:
         yield store, url
 
 

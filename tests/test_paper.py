@@ -1,5 +1,6 @@
 """The paper: main.tex against the figure and table configs, and (integration) the whole chain on a fresh
-store: import -> `python -m scalestudy.build all` -> latexmk -> the PDF's text shows every caption."""
+store: import -> `python -m scalestudy.paper all` -> latexmk -> the PDF's text shows every caption."""
+
 from __future__ import annotations
 
 import re
@@ -9,7 +10,6 @@ import unicodedata
 
 import pytest
 import yaml
-
 from conftest import REPO, run_module
 
 MAIN = REPO / "paper" / "main.tex"
@@ -40,7 +40,7 @@ def test_paper_builds_from_a_fresh_store(published_store, tmp_path):
     if not shutil.which("latexmk") or not shutil.which("pdftotext"):
         pytest.fail("latexmk and pdftotext are needed (make test installs latexmk, texlive-*, poppler-utils)")
     paper = tmp_path / "paper"
-    proc = run_module("scalestudy.build", "all", f"out_dir={paper}", uri=published_store, check=False)
+    proc = run_module("scalestudy.paper", "all", f"out_dir={paper}", uri=published_store, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     for n in range(1, 8):
         assert (paper / "figures" / f"figure-{n}.pdf").is_file(), f"figure-{n} was not built"
@@ -50,8 +50,11 @@ def test_paper_builds_from_a_fresh_store(published_store, tmp_path):
         assert tex.startswith("%") and f"make table-{n}" in tex.splitlines()[1]
         assert (paper / "tables" / f"table-{n}.json").is_file()
     shutil.copy(MAIN, paper / "main.tex")  # the build's out_dir is the paper's folder: the repo's stays as it is
-    latex = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-cd",
-                            str(paper / "main.tex")], capture_output=True, text=True)
+    latex = subprocess.run(
+        ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-cd", str(paper / "main.tex")],
+        capture_output=True,
+        text=True,
+    )
     log = (paper / "main.log").read_text(errors="replace") if (paper / "main.log").exists() else ""
     assert latex.returncode == 0, latex.stdout[-2000:] + log[-3000:]
     assert "LaTeX Warning: Reference" not in log and "Citation" not in re.findall(r"LaTeX Warning: \w+", log)
@@ -62,8 +65,9 @@ def test_paper_builds_from_a_fresh_store(published_store, tmp_path):
     pages = int(re.search(r"^Pages:\s+(\d+)", info, flags=re.MULTILINE).group(1))
     assert pages >= 5 and "How training throughput scales with Horovod" in info
 
-    text = subprocess.run(["pdftotext", "-enc", "UTF-8", str(pdf), "-"], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(
+        ["pdftotext", "-enc", "UTF-8", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
     flat = squeeze(text)
     for path in FIGURES:
         spec = yaml.safe_load(path.read_text())

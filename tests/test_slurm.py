@@ -3,6 +3,7 @@ launcher with the repository's conf/cluster/slurm.yaml, and the srun command of 
 
 The unit tests at the top need no Slurm; the integration tests share one cluster for the session.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,9 +17,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 from omegaconf import OmegaConf
 
-from scalestudy import slurm
+from scalestudy.slurm import commands as slurm
 from scalestudy.tracking import load_runs
-from slurm_cluster import slurm_cluster  # noqa: F401  (the fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 APP = Path(__file__).resolve().parent / "slurm_app" / "app.py"
@@ -29,16 +29,30 @@ TRAIN_PYTHON = Path(sys.executable) if importlib.util.find_spec("horovod") else 
 def need_submitit_launcher():
     """cluster=slurm needs hydra-submitit-launcher (and submitit): missing is a failure that says how to fix it."""
     if importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
-        pytest.fail(f"hydra-submitit-launcher is not installed in {sys.prefix}: conf/cluster/slurm.yaml needs it "
-                    "(it is in requirements.lock; install it with: uv pip install -c requirements.lock "
-                    "hydra-submitit-launcher, or add it to the test extra)", pytrace=False)
+        pytest.fail(
+            f"hydra-submitit-launcher is not installed in {sys.prefix}: conf/cluster/slurm.yaml needs it "
+            "(it is in requirements.lock; install it with: uv pip install -c requirements.lock "
+            "hydra-submitit-launcher, or add it to the test extra)",
+            pytrace=False,
+        )
 
 
 def cfg(**over):
-    base = {"workers": 4, "device": "gpu",
-            "cluster": {"nodes": 2, "gpus_per_node": 2, "tasks_per_node": 2, "cpus_per_node": 16,
-                        "rendezvous": "gloo", "mpi": "pmix", "container_runtime": "singularity",
-                        "bind": [], "extra_args": []}}
+    base = {
+        "workers": 4,
+        "device": "gpu",
+        "cluster": {
+            "nodes": 2,
+            "gpus_per_node": 2,
+            "tasks_per_node": 2,
+            "cpus_per_node": 16,
+            "rendezvous": "gloo",
+            "mpi": "pmix",
+            "container_runtime": "singularity",
+            "bind": [],
+            "extra_args": [],
+        },
+    }
     conf = OmegaConf.create(base)
     for key, value in over.items():
         OmegaConf.update(conf, key, value, force_add=True)
@@ -50,16 +64,40 @@ def cfg(**over):
 
 
 def test_srun_command_one_rank_per_gpu_in_the_image():
-    cmd = slurm.srun_command(cfg(), ["-m", "scalestudy.runners.tensorflow", "/j/rank-config.yaml"],
-                             image="/img/scalestudy.sif", log_dir="/j/rank-logs", binds=["/j"])
+    cmd = slurm.srun_command(
+        cfg(),
+        ["-m", "scalestudy.runners", "/j/config.yaml"],
+        image="/img/scalestudy.sif",
+        log_dir="/j/rank-logs",
+        binds=["/j"],
+    )
     assert cmd[0] == "srun" and "--overlap" in cmd and "--kill-on-bad-exit=1" in cmd
-    assert {"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--cpus-per-task=8", "--gpus-per-node=2",
-            "--distribution=block", "--mpi=none"} <= set(cmd)
+    assert {
+        "--nodes=2",
+        "--ntasks=4",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=8",
+        "--gpus-per-node=2",
+        "--distribution=block",
+        "--mpi=none",
+    } <= set(cmd)
     exec_at = cmd.index("singularity")
-    assert cmd[exec_at:exec_at + 6] == ["singularity", "exec", "--nv", "--bind", "/j", "/img/scalestudy.sif"]
-    assert cmd[exec_at + 6:] == ["python", "-m", "scalestudy.slurm", "rank", "--log-dir", "/j/rank-logs",
-                                 "--rendezvous", "gloo", "--", "python", "-m", "scalestudy.runners.tensorflow",
-                                 "/j/rank-config.yaml"]
+    assert cmd[exec_at : exec_at + 6] == ["singularity", "exec", "--nv", "--bind", "/j", "/img/scalestudy.sif"]
+    assert cmd[exec_at + 6 :] == [
+        "python",
+        "-m",
+        "scalestudy.slurm",
+        "rank",
+        "--log-dir",
+        "/j/rank-logs",
+        "--rendezvous",
+        "gloo",
+        "--",
+        "python",
+        "-m",
+        "scalestudy.runners",
+        "/j/config.yaml",
+    ]
 
 
 def test_srun_command_uses_few_nodes_and_this_python_without_image():
@@ -74,44 +112,69 @@ def test_srun_command_mpi_rendezvous_asks_srun_for_pmix():
     assert "--mpi=pmix" in cmd and cmd[cmd.index("--rendezvous") + 1] == "mpi"
 
 
-@pytest.mark.parametrize("over, key", [
-    ({"workers": 6}, "cluster.nodes"),                                  # 6 ranks of 2 per node: 3 nodes > 2
-    ({"workers": 3}, "cluster.tasks_per_node"),                         # 3 ranks: 2 + 1 is uneven
-    ({"cluster.gpus_per_node": None}, "cluster.gpus_per_node"),         # device=gpu needs GPUs
-    ({"cluster.tasks_per_node": 4}, "cluster.tasks_per_node"),          # more ranks than GPUs on a node
-    ({"cluster.rendezvous": "ssh"}, "cluster.rendezvous"),
-    ({"cluster.container_runtime": "docker"}, "cluster.container_runtime"),
-])
+@pytest.mark.parametrize(
+    "over, key",
+    [
+        ({"workers": 6}, "cluster.nodes"),  # 6 ranks of 2 per node: 3 nodes > 2
+        ({"workers": 3}, "cluster.tasks_per_node"),  # 3 ranks: 2 + 1 is uneven
+        ({"cluster.gpus_per_node": None}, "cluster.gpus_per_node"),  # device=gpu needs GPUs
+        ({"cluster.tasks_per_node": 4}, "cluster.tasks_per_node"),  # more ranks than GPUs on a node
+        ({"cluster.rendezvous": "ssh"}, "cluster.rendezvous"),
+        ({"cluster.container_runtime": "docker"}, "cluster.container_runtime"),
+    ],
+)
 def test_srun_command_refuses_what_cannot_work_naming_the_key(over, key):
     with pytest.raises(slurm.SlurmConfigError, match=key.replace(".", r"\.")):
         slurm.srun_command(cfg(**over), ["-c", "pass"], image="x.sif")
 
 
 def test_rank_env_from_slurm_ids():
-    env = slurm.rank_env({"SLURM_PROCID": "3", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
-                          "SLURM_STEP_NUM_TASKS": "4", "SLURM_STEP_NUM_NODES": "2",
-                          "SLURM_STEP_TASKS_PER_NODE": "2(x2)", "SLURMD_NODENAME": "gpu02"})
-    assert env == {"HOROVOD_HOSTNAME": "gpu02", "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4",
-                   "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2", "HOROVOD_CROSS_RANK": "1",
-                   "HOROVOD_CROSS_SIZE": "2"}
+    env = slurm.rank_env(
+        {
+            "SLURM_PROCID": "3",
+            "SLURM_LOCALID": "1",
+            "SLURM_NODEID": "1",
+            "SLURM_STEP_NUM_TASKS": "4",
+            "SLURM_STEP_NUM_NODES": "2",
+            "SLURM_STEP_TASKS_PER_NODE": "2(x2)",
+            "SLURMD_NODENAME": "gpu02",
+        }
+    )
+    assert env == {
+        "HOROVOD_HOSTNAME": "gpu02",
+        "HOROVOD_RANK": "3",
+        "HOROVOD_SIZE": "4",
+        "HOROVOD_LOCAL_RANK": "1",
+        "HOROVOD_LOCAL_SIZE": "2",
+        "HOROVOD_CROSS_RANK": "1",
+        "HOROVOD_CROSS_SIZE": "2",
+    }
     with pytest.raises(KeyError, match="not inside an srun step"):
         slurm.rank_env({})
 
 
 def test_host_plan_matches_block_placement_and_horovods_own():
     plan = slurm.host_plan(["a", "b"], per_node=2, size=4)
-    assert [(s["hostname"], s["rank"], s["local_rank"], s["cross_rank"]) for s in plan] == \
-        [("a", 0, 0, 0), ("a", 1, 1, 0), ("b", 2, 0, 1), ("b", 3, 1, 1)]
+    assert [(s["hostname"], s["rank"], s["local_rank"], s["cross_rank"]) for s in plan] == [
+        ("a", 0, 0, 0),
+        ("a", 1, 1, 0),
+        ("b", 2, 0, 1),
+        ("b", 3, 1, 1),
+    ]
     assert {(s["size"], s["local_size"], s["cross_size"]) for s in plan} == {(4, 2, 2)}
 
 
 def test_gloo_rendezvous_env_and_slurm_lists():
     env = slurm.gloo_rendezvous_env("gpu01", 4711, interface="ib0")
-    assert env == {"HOROVOD_GLOO_RENDEZVOUS_ADDR": "gpu01", "HOROVOD_GLOO_RENDEZVOUS_PORT": "4711",
-                   "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo", "HOROVOD_GLOO_IFACE": "ib0",
-                   "NCCL_SOCKET_IFNAME": "ib0"}
+    assert env == {
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": "gpu01",
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": "4711",
+        "HOROVOD_CONTROLLER": "gloo",
+        "HOROVOD_CPU_OPERATIONS": "gloo",
+        "HOROVOD_GLOO_IFACE": "ib0",
+        "NCCL_SOCKET_IFNAME": "ib0",
+    }
     assert slurm.expand_counts("2(x3),1") == [2, 2, 2, 1]
-    assert slurm.expand_nodelist("gpu[01-03,7],login") == ["gpu01", "gpu02", "gpu03", "gpu7", "login"]
 
 
 def test_cluster_slurm_config_composes_with_the_submitit_launcher():
@@ -119,22 +182,27 @@ def test_cluster_slurm_config_composes_with_the_submitit_launcher():
     from hydra import compose, initialize_config_dir
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        conf = compose("train", overrides=["cluster=slurm", "cluster.partition=gpu", "cluster.nodes=2",
-                                           "hydra.sweep.dir=/tmp/sweep"], return_hydra_config=True)
+        conf = compose(
+            "train",
+            overrides=["cluster=slurm", "cluster.partition=gpu", "cluster.nodes=2", "hydra.sweep.dir=/tmp/sweep"],
+            return_hydra_config=True,
+        )
     launcher = OmegaConf.to_container(conf.hydra.launcher, resolve=True)
     assert launcher["_target_"].endswith("submitit_launcher.SlurmLauncher")
-    assert (launcher["partition"], launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == \
-        ("gpu", 2, 1, 4)
+    assert (launcher["partition"], launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (
+        "gpu",
+        2,
+        1,
+        4,
+    )
     assert conf.cluster.tasks_per_node == 4 and conf.cluster.image is None
 
 
 def test_slurm_time_left_is_read_from_squeue_format():
-    from scalestudy.launch import parse_slurm_duration
-
-    assert parse_slurm_duration("4:58") == 298
-    assert parse_slurm_duration("1:00:05") == 3605
-    assert parse_slurm_duration("2-03:04:05") == ((2 * 24 + 3) * 60 + 4) * 60 + 5
-    assert parse_slurm_duration("UNLIMITED") is None and parse_slurm_duration("") is None
+    assert slurm.parse_duration("4:58") == 298
+    assert slurm.parse_duration("1:00:05") == 3605
+    assert slurm.parse_duration("2-03:04:05") == ((2 * 24 + 3) * 60 + 4) * 60 + 5
+    assert slurm.parse_duration("UNLIMITED") is None and slurm.parse_duration("") is None
 
 
 def test_cluster_slurm_launches_the_ranks_with_srun_in_the_image():
@@ -144,13 +212,28 @@ def test_cluster_slurm_launches_the_ranks_with_srun_in_the_image():
     from scalestudy.launch import launcher_command
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        conf = compose("train", overrides=["cluster=slurm", "device=gpu", "workers=8", "cluster.nodes=2",
-                                           "cluster.image=/img/s.sif", "framework=mxnet"])
-    cmd = launcher_command(conf, Path("/j/rank-config.yaml"), Path("/j/rank-logs"))
+        conf = compose(
+            "train",
+            overrides=[
+                "cluster=slurm",
+                "device=gpu",
+                "workers=8",
+                "cluster.nodes=2",
+                "cluster.image=/img/s.sif",
+                "framework=mxnet",
+            ],
+        )
+    cmd = launcher_command(conf, Path("/j/config.yaml"), Path("/j/rank-logs"))
     assert cmd[0] == "srun" and {"--nodes=2", "--ntasks=8", "--ntasks-per-node=4", "--gpus-per-node=4"} <= set(cmd)
-    assert cmd[cmd.index("singularity"):cmd.index("singularity") + 6] == \
-        ["singularity", "exec", "--nv", "--bind", "/j", "/img/s.sif"]
-    assert cmd[-3:] == ["-m", "scalestudy.runners.mxnet", "/j/rank-config.yaml"]
+    assert cmd[cmd.index("singularity") : cmd.index("singularity") + 6] == [
+        "singularity",
+        "exec",
+        "--nv",
+        "--bind",
+        "/j",
+        "/img/s.sif",
+    ]
+    assert cmd[-3:] == ["-m", "scalestudy.runners", "/j/config.yaml"]
     assert conf.cluster.runs_recorded_by == "submitter"
 
 
@@ -171,8 +254,9 @@ def _executor(slurm_cluster, folder):
     import submitit
 
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    executor.update_parameters(slurm_partition=slurm_cluster.partition, timeout_min=2, cpus_per_task=1,
-                               tasks_per_node=1, nodes=1)
+    executor.update_parameters(
+        slurm_partition=slurm_cluster.partition, timeout_min=2, cpus_per_task=1, tasks_per_node=1, nodes=1
+    )
     return executor
 
 
@@ -182,6 +266,7 @@ def test_submitit_job_result_comes_back(slurm_cluster, tmp_path):
 
     def work(a, b):
         import os
+
         return a * b, os.environ["SLURM_JOB_ID"]
 
     job = executor.submit(work, 6, 7)
@@ -212,10 +297,25 @@ def test_failing_job_is_reported_failed_with_its_log(slurm_cluster, tmp_path):
 def _multirun(tmp_path, *overrides):
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"), HYDRA_FULL_ERROR="1")
     return subprocess.run(
-        [sys.executable, str(APP), "-m", f"hydra.searchpath=[file://{REPO / 'conf'}]",
-         f"hydra.sweep.dir={tmp_path / 'sweep'}", "cluster.partition=debug", "cluster.gpus_per_node=null",
-         "cluster.tasks_per_node=2", "cluster.cpus_per_node=2", "cluster.timeout_min=5", *overrides],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            str(APP),
+            "-m",
+            f"hydra.searchpath=[file://{REPO / 'conf'}]",
+            f"hydra.sweep.dir={tmp_path / 'sweep'}",
+            "cluster.partition=debug",
+            "cluster.gpus_per_node=null",
+            "cluster.tasks_per_node=2",
+            "cluster.cpus_per_node=2",
+            "cluster.timeout_min=5",
+            *overrides,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 @pytest.mark.integration
@@ -266,23 +366,33 @@ def test_horovod_gloo_allreduce_over_srun_with_our_rendezvous(slurm_cluster, tmp
     probe = subprocess.run([str(TRAIN_PYTHON), "-c", "import horovod.tensorflow"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f".venv-train has no working Horovod yet: {probe.stderr.strip()[-300:]}")
-    port_file = tmp_path / "rendezvous.port"
-    server = subprocess.Popen(slurm.rendezvous_command(["localhost"], 2, 2, port_file, python=str(TRAIN_PYTHON)),
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
+    server = subprocess.Popen(
+        slurm.rendezvous_command(["localhost"], 2, 2, python=str(TRAIN_PYTHON)),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
-        port = slurm.wait_for_port(port_file, server)
-        program = ("import horovod.tensorflow as hvd, tensorflow as tf; hvd.init();"
-                   "x = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum);"
-                   "print('rank', hvd.rank(), 'of', hvd.size(), 'local', hvd.local_rank(), 'sum', float(x[0]))")
-        conf = cfg(workers=2, device="cpu", **{"cluster.gpus_per_node": None, "cluster.cpus_per_node": 2,
-                                                "cluster.nodes": 1})
+        port = int(server.stdout.readline())  # the server's first line: its port
+        program = (
+            "import horovod.tensorflow as hvd, tensorflow as tf; hvd.init();"
+            "x = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum);"
+            "print('rank', hvd.rank(), 'of', hvd.size(), 'local', hvd.local_rank(), 'sum', float(x[0]))"
+        )
+        conf = cfg(
+            workers=2, device="cpu", **{"cluster.gpus_per_node": None, "cluster.cpus_per_node": 2, "cluster.nodes": 1}
+        )
         cmd = slurm.srun_command(conf, ["-c", program], log_dir=tmp_path / "rank-logs", python=str(TRAIN_PYTHON))
-        env = dict(slurm_cluster.env, **slurm.gloo_rendezvous_env("127.0.0.1", port, interface="lo"),
-                   TF_CPP_MIN_LOG_LEVEL="2")
+        env = dict(
+            slurm_cluster.env, **slurm.gloo_rendezvous_env("127.0.0.1", port, interface="lo"), TF_CPP_MIN_LOG_LEVEL="2"
+        )
         step = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
-        logs = {p.parent.name + "/" + p.name: p.read_text() for p in sorted((tmp_path / "rank-logs").rglob("*"))
-                if p.is_file()}
+        logs = {
+            p.parent.name + "/" + p.name: p.read_text()
+            for p in sorted((tmp_path / "rank-logs").rglob("*"))
+            if p.is_file()
+        }
         assert step.returncode == 0, step.stdout + step.stderr + json.dumps(logs, indent=1)[-4000:]
         for rank in (0, 1):
             assert f"rank {rank} of 2 local {rank} sum 3.0" in logs[f"rank.{rank}/stdout"], logs
@@ -300,13 +410,15 @@ def _need_training_python():
         pytest.fail(f"{TRAIN_PYTHON} has no working Horovod: run `make train-env`", pytrace=False)
 
 
-def _train_sweep(slurm_cluster, tmp_path, uri, *overrides, timeout=600):
-    """`python -m scalestudy.train -m cluster=slurm ...` as a user on the login node would type it."""
+def _train_sweep(slurm_cluster, tmp_path, uri, overrides: str, timeout=600):
+    """`python -m scalestudy.train -m cluster=slurm ... OVERRIDES` as a user on the login node would type it."""
     env = dict(slurm_cluster.env, MLFLOW_TRACKING_URI=uri, HYDRA_FULL_ERROR="1", TF_CPP_MIN_LOG_LEVEL="2")
-    args = [str(TRAIN_PYTHON), "-m", "scalestudy.train", "-m", "cluster=slurm", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-            f"cluster.partition={slurm_cluster.partition}", "cluster.gpus_per_node=null", "cluster.tasks_per_node=2",
-            "cluster.cpus_per_node=2", "batch_per_worker=4", "data.image_size=32", "platform=test-slurm",
-            "min_measured_steps=3", *overrides]
+    fixed = (
+        f"cluster=slurm hydra.sweep.dir={tmp_path / 'sweep'} cluster.partition={slurm_cluster.partition} "
+        "cluster.gpus_per_node=null cluster.tasks_per_node=2 cluster.cpus_per_node=2 batch_per_worker=4 "
+        "data.image_size=32 platform=test-slurm min_measured_steps=3"
+    )
+    args = [str(TRAIN_PYTHON), "-m", "scalestudy.train", "-m", *fixed.split(), *overrides.split()]
     return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -323,8 +435,8 @@ def test_figure_sweep_on_slurm_lands_in_mlflow_and_redraws_the_figure(slurm_clus
     its Horovod ranks with srun; the submitter records both runs; figure 1 redraws from them."""
     _need_training_python()
     uri = f"sqlite:///{tmp_path / 'store.db'}"
-    proc = _train_sweep(slurm_cluster, tmp_path, uri, "+experiment=figure-1", "hydra.sweeper.params.model=resnet50",
-                        "data=synthetic", "data.num_images=64", "warmup_steps=2", "cluster.timeout_min=8")
+    overrides = "experiment=figure-1 hydra.sweeper.params.model=resnet50 data=synthetic data.num_images=64"
+    proc = _train_sweep(slurm_cluster, tmp_path, uri, overrides + " warmup_steps=2 cluster.timeout_min=8")
     assert proc.returncode == 0, proc.stderr[-5000:] + slurm_cluster.log_tails()
     assert "2 run(s) of" in proc.stderr
     runs = load_runs(uri).sort_values("workers")
@@ -344,15 +456,21 @@ def test_figure_sweep_on_slurm_lands_in_mlflow_and_redraws_the_figure(slurm_clus
     assert len(two["ranks"]) == 2
     # the figure, from these runs only
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
-    build = subprocess.run([sys.executable, "-m", "scalestudy.build", "figure-1", "source=measured",
-                            f"out_dir={tmp_path / 'paper'}"], cwd=REPO, env=env, capture_output=True, text=True,
-                           timeout=300)
+    build = subprocess.run(
+        [sys.executable, "-m", "scalestudy.paper", "figure-1", "source=measured", f"out_dir={tmp_path / 'paper'}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert build.returncode == 0, build.stderr[-3000:]
     sidecar = json.loads((tmp_path / "paper" / "figures" / "figure-1.json").read_text())
     assert sorted(r["run_id"] for r in sidecar["mlflow_runs"]) == sorted(runs.run_id)
     assert (tmp_path / "paper" / "figures" / "figure-1.pdf").stat().st_size > 1000
     # recording the sweep again adds nothing
-    from scalestudy.sweep import record_sweep
+    from scalestudy.slurm.sweep import record_sweep
+
     assert record_sweep(tmp_path / "sweep", uri) == [] and len(load_runs(uri)) == 2
 
 
@@ -362,8 +480,8 @@ def test_failed_slurm_jobs_are_failed_runs_with_their_slurm_log(slurm_cluster, t
     sweep fails loudly, and both jobs are FAILED runs with the reason and the Slurm log, none FINISHED."""
     _need_training_python()
     uri = f"sqlite:///{tmp_path / 'store.db'}"
-    proc = _train_sweep(slurm_cluster, tmp_path, uri, "workers=2,3", "data=synthetic", "steps=4", "warmup_steps=2",
-                        "fault.kill_rank=1", "fault.at_step=2", "cluster.timeout_min=5", "timeout_s=240")
+    overrides = "workers=2,3 data=synthetic steps=4 warmup_steps=2 fault.kill_rank=1 fault.at_step=2"
+    proc = _train_sweep(slurm_cluster, tmp_path, uri, overrides + " cluster.timeout_min=5 timeout_s=240")
     assert proc.returncode != 0 and "FAILED" in proc.stderr
     runs = load_runs(uri).sort_values("workers")
     assert runs.workers.tolist() == [2, 3] and set(runs.status) == {"FAILED"}, runs[["workers", "status"]]
@@ -385,9 +503,9 @@ def test_a_job_at_slurms_time_limit_is_stopped_and_recorded_failed(slurm_cluster
     config: test_a_job_that_left_no_run_is_recorded_failed_from_its_config.)"""
     _need_training_python()
     uri = f"sqlite:///{tmp_path / 'store.db'}"
-    proc = _train_sweep(slurm_cluster, tmp_path, uri, "workers=1", "data=synthetic", "steps=4", "warmup_steps=2",
-                        "fault.kill_rank=0", "fault.at_step=1", "fault.mode=hang", "cluster.timeout_min=2",
-                        "cluster.signal_delay_s=20", "cluster.kill_grace_s=2")
+    hang = "workers=1 data=synthetic steps=4 warmup_steps=2 fault.kill_rank=0 fault.at_step=1 fault.mode=hang"
+    limit = "cluster.timeout_min=2 cluster.signal_delay_s=20 cluster.kill_grace_s=2"
+    proc = _train_sweep(slurm_cluster, tmp_path, uri, f"{hang} {limit}")
     assert proc.returncode != 0
     (run,) = load_runs(uri).itertuples()
     assert run.status == "FAILED" and "the Slurm job's time limit" in run.failure, run.failure
@@ -399,18 +517,22 @@ def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path):
     driver) becomes a FAILED run naming the Slurm job; a folder with run.json is recorded as it says."""
     from hydra import compose, initialize_config_dir
 
-    from scalestudy.sweep import record_sweep
-    from scalestudy.train import SLURM_JOB_FILE
+    from scalestudy.slurm.sweep import record_sweep
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         conf = compose("train", overrides=["cluster=slurm", "workers=2", "model=vgg16", "platform=test"])
     job = tmp_path / "sweep" / "0_vgg16_tensorflow_w2"
     job.mkdir(parents=True)
-    (job / "config.yaml").write_text(OmegaConf.to_yaml(conf, resolve=True))
     log = tmp_path / "sweep" / ".submitit" / "7_0" / "7_0_0_log.err"
     log.parent.mkdir(parents=True)
     log.write_text("slurmstepd: error: *** JOB 7 ON localhost CANCELLED DUE TO TIME LIMIT ***\n")
-    (job / SLURM_JOB_FILE).write_text(json.dumps({"SLURM_JOB_ID": "7", "stderr": str(log)}))
+    job_cfg = OmegaConf.create(OmegaConf.to_container(conf, resolve=True))
+    job_cfg.launch = {
+        "job_dir": str(job),
+        "result_file": str(job / "result.json"),
+        "slurm": {"SLURM_JOB_ID": "7", "stderr": str(log)},
+    }
+    (job / "config.yaml").write_text(OmegaConf.to_yaml(job_cfg))  # as the driver writes it at its start
     uri = f"sqlite:///{tmp_path / 'store.db'}"
     (done,) = record_sweep(tmp_path / "sweep", uri)
     assert done["status"] == "FAILED" and "Slurm job 7 ended without recording its run" in done["failure"]

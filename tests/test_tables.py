@@ -1,5 +1,6 @@
 """The table builder: table functions against numbers computed by hand from the primary values, rendering
 through the real configs and templates, and failure modes (empty selection, nothing overwritten)."""
+
 from __future__ import annotations
 
 import csv
@@ -12,8 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from scalestudy.build import tables
-from scalestudy.build.select import EmptySelection
+from scalestudy.paper import formats, tables
+from scalestudy.paper.latex import tex
+from scalestudy.paper.selection import EmptySelection
 
 REPO = Path(__file__).resolve().parents[1]
 TF_CSV = REPO / "experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv"
@@ -32,7 +34,7 @@ def config(name: str) -> dict:
 
 def compute_args(spec: dict) -> dict:
     args = dict(spec["compute"])
-    args.pop("fn")
+    args.pop("_target_")
     return args
 
 
@@ -45,8 +47,11 @@ def primary() -> dict[tuple, float]:
     out = {}
     with TF_CSV.open() as handle:
         for row in csv.DictReader(handle):
-            if row["platform"] in (DGX, GCE) and row["model"] in ("inception3", "resnet50") \
-                    and row["batch_per_gpu"] in ("32", "64"):
+            if (
+                row["platform"] in (DGX, GCE)
+                and row["model"] in ("inception3", "resnet50")
+                and row["batch_per_gpu"] in ("32", "64")
+            ):
                 key = (row["platform"], row["model"], row["data"], int(row["batch_per_gpu"]), int(row["gpus"]))
                 out[key] = float(row["images_per_sec"])
     assert len(out) == 64
@@ -58,10 +63,22 @@ def tf_runs(extra: list[dict] | None = None) -> pd.DataFrame:
     rows = []
     for (platform, model, data, batch, gpus), value in sorted(primary().items()):
         device = "P100" if platform == DGX else "K80"
-        rows.append({"run_id": f"{platform}-{model}-{data}-{batch}-{gpus}", "experiment": "tf-benchmarks-2017",
-                     "run_name": f"{model} · {device} · {gpus} GPUs · {data} · b{batch} · {platform}",
-                     "status": "FINISHED", "source": "published", "model": model, "device": device, "data": data,
-                     "batch_per_worker": batch, "workers": gpus, "platform": platform, "throughput_total": value})
+        rows.append(
+            {
+                "run_id": f"{platform}-{model}-{data}-{batch}-{gpus}",
+                "experiment": "tf-benchmarks-2017",
+                "run_name": f"{model} · {device} · {gpus} GPUs · {data} · b{batch} · {platform}",
+                "status": "FINISHED",
+                "source": "published",
+                "model": model,
+                "device": device,
+                "data": data,
+                "batch_per_worker": batch,
+                "workers": gpus,
+                "platform": platform,
+                "throughput_total": value,
+            }
+        )
     return pd.DataFrame(rows + (extra or []))
 
 
@@ -97,18 +114,22 @@ def test_tf_sheet_ratios_by_hand(sheet):
     panels, _ = sheet
     p = primary()
     # P100 against K80, resnet50, real data, batch 32, 1 GPU: 193 / 49.3
-    assert cell(panels["p100_vs_k80"], 1, batch_per_worker=32, data="real", model="resnet50") == \
-        pytest.approx(193 / 49.3)
+    assert cell(panels["p100_vs_k80"], 1, batch_per_worker=32, data="real", model="resnet50") == pytest.approx(
+        193 / 49.3
+    )
     assert p[(GCE, "resnet50", "real", 32, 1)] == 49.3
     # ResNet-50 against Inception-v3, K80, synthetic, batch 64, 1 GPU: 51.9 / 30.5 (the page, not 52 / 30)
-    assert cell(panels["resnet50_vs_inception3"], 1, batch_per_worker=64, data="synthetic", device="K80") == \
-        pytest.approx(51.9 / 30.5)
+    assert cell(
+        panels["resnet50_vs_inception3"], 1, batch_per_worker=64, data="synthetic", device="K80"
+    ) == pytest.approx(51.9 / 30.5)
     # synthetic against real, inception3 P100 batch 64 at 8 GPUs: 1131 / 1079
-    assert cell(panels["synthetic_vs_real"], 8, batch_per_worker=64, model="inception3", device="P100") == \
-        pytest.approx(1131 / 1079)
+    assert cell(
+        panels["synthetic_vs_real"], 8, batch_per_worker=64, model="inception3", device="P100"
+    ) == pytest.approx(1131 / 1079)
     # batch 64 against 32 is a ratio of speedups: inception3 P100 synthetic, 2 GPUs: (284/142) / (259/128)
-    assert cell(panels["batch_64_vs_32"], 2, data="synthetic", model="inception3", device="P100") == \
-        pytest.approx((284 / 142) / (259 / 128))
+    assert cell(panels["batch_64_vs_32"], 2, data="synthetic", model="inception3", device="P100") == pytest.approx(
+        (284 / 142) / (259 / 128)
+    )
     assert all(v == pytest.approx(1.0) for v in panels["batch_64_vs_32"]["rows"][0]["values"])
 
 
@@ -116,18 +137,32 @@ def test_tf_sheet_medians_by_hand(sheet):
     panels, _ = sheet
     p = primary()
     # Row median of P100/K80 at 8 GPUs: the 8 ratios (batch 64, 32 > synthetic, real > inception3, resnet50).
-    ratios8 = [p[(DGX, m, d, b, 8)] / p[(GCE, m, d, b, 8)]
-               for b in (64, 32) for d in ("synthetic", "real") for m in ("inception3", "resnet50")]
+    ratios8 = [
+        p[(DGX, m, d, b, 8)] / p[(GCE, m, d, b, 8)]
+        for b in (64, 32)
+        for d in ("synthetic", "real")
+        for m in ("inception3", "resnet50")
+    ]
     row8 = panels["p100_vs_k80"]["rows"][3]
     assert row8["workers"] == 8 and row8["values"] == pytest.approx(ratios8)
     assert row8["median"] == pytest.approx(statistics.median(ratios8))
     # Overall medians of all 32 ratios: the sheet's 4.40 and 1.61 hold from the primary numbers too.
-    all_p100 = [p[(DGX, m, d, b, n)] / p[(GCE, m, d, b, n)] for b in (64, 32) for d in ("synthetic", "real")
-                for m in ("inception3", "resnet50") for n in (1, 2, 4, 8)]
+    all_p100 = [
+        p[(DGX, m, d, b, n)] / p[(GCE, m, d, b, n)]
+        for b in (64, 32)
+        for d in ("synthetic", "real")
+        for m in ("inception3", "resnet50")
+        for n in (1, 2, 4, 8)
+    ]
     assert panels["p100_vs_k80"]["overall_median"] == pytest.approx(statistics.median(all_p100))
     assert f"{statistics.median(all_p100):.2f}" == "4.40"
-    all_model = [p[(pl, "resnet50", d, b, n)] / p[(pl, "inception3", d, b, n)]
-                 for pl in (DGX, GCE) for b in (64, 32) for d in ("synthetic", "real") for n in (1, 2, 4, 8)]
+    all_model = [
+        p[(pl, "resnet50", d, b, n)] / p[(pl, "inception3", d, b, n)]
+        for pl in (DGX, GCE)
+        for b in (64, 32)
+        for d in ("synthetic", "real")
+        for n in (1, 2, 4, 8)
+    ]
     assert panels["resnet50_vs_inception3"]["overall_median"] == pytest.approx(statistics.median(all_model))
     assert f"{statistics.median(all_model):.2f}" == "1.61"
     # images/s rows carry no median (the sheet gives none: a median over models and GPUs means nothing).
@@ -139,28 +174,68 @@ def test_tf_sheet_column_order_is_the_sheets(sheet):
     panels, data = sheet
     assert data["dims"] == ["batch_per_worker", "data", "model", "device"]
     first = [tuple(c.values()) for c in panels["throughput"]["columns"][:5]]
-    assert first == [("64", "synthetic", "inception3", "P100"), ("64", "synthetic", "inception3", "K80"),
-                     ("64", "synthetic", "resnet50", "P100"), ("64", "synthetic", "resnet50", "K80"),
-                     ("64", "real", "inception3", "P100")]
+    assert first == [
+        ("64", "synthetic", "inception3", "P100"),
+        ("64", "synthetic", "inception3", "K80"),
+        ("64", "synthetic", "resnet50", "P100"),
+        ("64", "synthetic", "resnet50", "K80"),
+        ("64", "real", "inception3", "P100"),
+    ]
     assert [tuple(c.values()) for c in panels["p100_vs_k80"]["columns"]][:3] == [
-        ("64", "synthetic", "inception3"), ("64", "synthetic", "resnet50"), ("64", "real", "inception3")]
+        ("64", "synthetic", "inception3"),
+        ("64", "synthetic", "resnet50"),
+        ("64", "real", "inception3"),
+    ]
 
 
 def test_tf_sheet_with_the_sheets_inputs_gives_the_sheets_numbers(sheet):
     """Fed the sheet's inputs (conf/table/table-1.yaml sheet_inputs), the function prints the sheet's rows
     (copied here from seed 003, rows 19, 23, 33 and 37): the columns and formulas are the sheet's."""
     panels, _ = sheet
-    fmt = tables.fmt
+    fmt = formats.fmt
     speed4 = [fmt(v, "fixed2") for v in panels["speedup"]["sheet"]["rows"][2]["values"]]
-    assert speed4 == "4.20 3.87 3.89 3.75 3.88 3.76 3.91 3.79 4.06 3.72 3.94 3.70 3.90 3.73 3.94 3.77".split()
+    assert speed4 == [
+        "4.20",
+        "3.87",
+        "3.89",
+        "3.75",
+        "3.88",
+        "3.76",
+        "3.91",
+        "3.79",
+        "4.06",
+        "3.72",
+        "3.94",
+        "3.70",
+        "3.90",
+        "3.73",
+        "3.94",
+        "3.77",
+    ]
     assert fmt(panels["speedup"]["sheet"]["rows"][2]["median"], "fixed2") == "3.87"
     eff4 = [f"{100 * v:.2f}" for v in panels["efficiency"]["sheet"]["rows"][2]["values"]]
-    assert eff4 == ("104.93 96.67 97.26 93.75 97.01 93.95 97.82 94.73 101.56 93.00 98.46 92.42 97.50 93.22 98.45 "
-                    "94.32").split()
+    assert eff4 == [
+        "104.93",
+        "96.67",
+        "97.26",
+        "93.75",
+        "97.01",
+        "93.95",
+        "97.82",
+        "94.73",
+        "101.56",
+        "93.00",
+        "98.46",
+        "92.42",
+        "97.50",
+        "93.22",
+        "98.45",
+        "94.32",
+    ]
     p100_1 = [fmt(v, "fixed2") for v in panels["p100_vs_k80"]["sheet"]["rows"][0]["values"]]
-    assert p100_1 == "4.73 4.21 4.64 4.26 4.37 3.94 4.41 3.91".split()
+    assert p100_1 == ["4.73", "4.21", "4.64", "4.26", "4.37", "3.94", "4.41", "3.91"]
     model_1 = [fmt(v, "fixed2") for v in panels["resnet50_vs_inception3"]["sheet"]["rows"][0]["values"]]
-    assert model_1 == "1.54 1.73 1.54 1.67 1.52 1.69 1.48 1.67".split()
+    assert model_1 == ["1.54", "1.73", "1.54", "1.67", "1.52", "1.69", "1.48", "1.67"]
     assert fmt(panels["p100_vs_k80"]["sheet"]["overall_median"], "fixed2") == "4.40"
     assert fmt(panels["resnet50_vs_inception3"]["sheet"]["overall_median"], "fixed2") == "1.61"
 
@@ -168,8 +243,15 @@ def test_tf_sheet_with_the_sheets_inputs_gives_the_sheets_numbers(sheet):
 def test_tf_sheet_missing_cell_is_none_and_duplicate_is_an_error():
     spec = config("table-1")
     runs = tf_runs()
-    gone = runs[~((runs.model == "resnet50") & (runs.device == "K80") & (runs.data == "real")
-                  & (runs.batch_per_worker == 32) & (runs.workers == 1))]
+    gone = runs[
+        ~(
+            (runs.model == "resnet50")
+            & (runs.device == "K80")
+            & (runs.data == "real")
+            & (runs.batch_per_worker == 32)
+            & (runs.workers == 1)
+        )
+    ]
     args = compute_args(spec)
     args["sheet_inputs"] = []
     panels = {p["key"]: p for p in tables.tf_sheet(gone, **args)["panels"]}
@@ -184,8 +266,16 @@ def test_tf_sheet_missing_cell_is_none_and_duplicate_is_an_error():
 
 def test_tf_sheet_input_that_matches_no_run_is_an_error():
     args = compute_args(config("table-1"))
-    args["sheet_inputs"] = [{"model": "resnet50", "device": "V100", "data": "synthetic", "batch_per_worker": 64,
-                             "workers": 1, "throughput_total": 1.0}]
+    args["sheet_inputs"] = [
+        {
+            "model": "resnet50",
+            "device": "V100",
+            "data": "synthetic",
+            "batch_per_worker": 64,
+            "workers": 1,
+            "throughput_total": 1.0,
+        }
+    ]
     with pytest.raises(ValueError, match="matches 0 runs"):
         tables.tf_sheet(tf_runs(), **args)
 
@@ -237,8 +327,9 @@ def test_table1_renders_booktabs_numbers_and_marks(table1):
 def test_table_build_is_deterministic(tmp_path):
     spec = config("table-1")
     a = tables.build_table(spec, tf_runs(), source="published", out_dir=tmp_path / "a", commit="c")
-    b = tables.build_table(spec, tf_runs().sample(frac=1, random_state=3), source="published",
-                           out_dir=tmp_path / "b", commit="c")
+    b = tables.build_table(
+        spec, tf_runs().sample(frac=1, random_state=3), source="published", out_dir=tmp_path / "b", commit="c"
+    )
     for x, y in zip(a, b):
         assert x.read_bytes() == y.read_bytes()
 
@@ -281,31 +372,48 @@ def test_failed_build_leaves_existing_files_untouched(tmp_path, breakage):
 
 def keras_row(model, protocol, framework, workers, **metrics):
     epochs = {("resnet50", "plain"): 10, ("resnet50", "reduce-randomization"): 100}.get((model, protocol), 25)
-    return {"run_id": f"k-{model}-{protocol}-{framework}-{workers}", "experiment": "keras-backends-2017",
-            "run_name": f"{model} {framework} {protocol} {workers}", "status": "FINISHED", "source": "published",
-            "model": model, "framework": framework, "api": "keras-1.2.2", "protocol": protocol, "workers": workers,
-            "epochs": epochs, "platform": "aws-p2.16xlarge" if model == "resnet50" else "aws-p2.8xlarge",
-            "device": "K80", **metrics}
+    return {
+        "run_id": f"k-{model}-{protocol}-{framework}-{workers}",
+        "experiment": "keras-backends-2017",
+        "run_name": f"{model} {framework} {protocol} {workers}",
+        "status": "FINISHED",
+        "source": "published",
+        "model": model,
+        "framework": framework,
+        "api": "keras-1.2.2",
+        "protocol": protocol,
+        "workers": workers,
+        "epochs": epochs,
+        "platform": "aws-p2.16xlarge" if model == "resnet50" else "aws-p2.8xlarge",
+        "device": "K80",
+        **metrics,
+    }
+
+
+KERAS_VALUES = (
+    "time_total_s",
+    "time_per_epoch_s",
+    "throughput_total",
+    "accuracy_train",
+    "accuracy_test",
+    "memory_peak_mb",
+)
+# seed 001 as published: model, protocol, framework, GPUs, then KERAS_VALUES (None: the source gives none)
+KERAS_TABLE = [
+    ("inception3", "plain", "mxnet", 1, 10738.0, 2147.0, None, 0.78, 0.73, 10319.0),  # no images/s, no 16 GPUs
+    ("inception3", "plain", "mxnet", 8, 2839.0, 568.0, None, 0.81, 0.78, 12183.0),
+    ("resnet50", "reduce-randomization", "mxnet", 1, 15860.5, 158.61, 378.30, 0.95, 0.80, 5091.0),
+    ("resnet50", "reduce-randomization", "mxnet", 16, 3040.19, 304.02, 1973.56, 0.94, 0.77, 15267.0),  # the slip
+    ("resnet50", "reduce-randomization", "tensorflow", 1, 23749.9, 237.50, 252.63, 0.95, 0.80, 10946.0),
+    ("resnet50", "plain", "mxnet", 8, 418.09, 41.80, 1435.06, 0.68, 0.59, 9786.0),
+]
 
 
 def keras_runs() -> pd.DataFrame:
-    rows = [
-        # seed 001, Inception_v3, MXNet, plain (no 16-GPU column, no images/s)
-        keras_row("inception3", "plain", "mxnet", 1, time_total_s=10738.0, time_per_epoch_s=2147.0,
-                  accuracy_train=0.78, accuracy_test=0.73, memory_peak_mb=10319.0),
-        keras_row("inception3", "plain", "mxnet", 8, time_total_s=2839.0, time_per_epoch_s=568.0,
-                  accuracy_train=0.81, accuracy_test=0.78, memory_peak_mb=12183.0),
-        # ResNet50, MXNet, reduce randomization (the 304.02 slip at 16 GPUs)
-        keras_row("resnet50", "reduce-randomization", "mxnet", 1, time_total_s=15860.5, time_per_epoch_s=158.61,
-                  throughput_total=378.30, accuracy_train=0.95, accuracy_test=0.80, memory_peak_mb=5091.0),
-        keras_row("resnet50", "reduce-randomization", "mxnet", 16, time_total_s=3040.19, time_per_epoch_s=304.02,
-                  throughput_total=1973.56, accuracy_train=0.94, accuracy_test=0.77, memory_peak_mb=15267.0),
-        # ResNet50, TensorFlow, reduce randomization
-        keras_row("resnet50", "reduce-randomization", "tensorflow", 1, time_total_s=23749.9, time_per_epoch_s=237.50,
-                  throughput_total=252.63, accuracy_train=0.95, accuracy_test=0.80, memory_peak_mb=10946.0),
-        keras_row("resnet50", "plain", "mxnet", 8, time_total_s=418.09, time_per_epoch_s=41.80,
-                  throughput_total=1435.06, accuracy_train=0.68, accuracy_test=0.59, memory_peak_mb=9786.0),
-    ]
+    rows = []
+    for model, protocol, framework, workers, *values in KERAS_TABLE:
+        given = {k: v for k, v in zip(KERAS_VALUES, values) if v is not None}
+        rows.append(keras_row(model, protocol, framework, workers, **given))
     return pd.DataFrame(rows)
 
 
@@ -313,11 +421,20 @@ def test_keras_blocks_rows_and_columns():
     data = tables.keras_backends(keras_runs(), **compute_args(config("table-2")))
     assert data["workers"] == [1, 8, 16]
     order = [(b["model"], b["protocol"], b["framework"]) for b in data["blocks"]]
-    assert order == [("resnet50", "plain", "mxnet"), ("resnet50", "reduce-randomization", "mxnet"),
-                     ("resnet50", "reduce-randomization", "tensorflow"), ("inception3", "plain", "mxnet")]
+    assert order == [
+        ("resnet50", "plain", "mxnet"),
+        ("resnet50", "reduce-randomization", "mxnet"),
+        ("resnet50", "reduce-randomization", "tensorflow"),
+        ("inception3", "plain", "mxnet"),
+    ]
     inception = data["blocks"][3]
     assert [r["metric"] for r in inception["rows"]] == [
-        "time_total_s", "time_per_epoch_s", "accuracy_train", "accuracy_test", "memory_peak_mb"]  # no images/s
+        "time_total_s",
+        "time_per_epoch_s",
+        "accuracy_train",
+        "accuracy_test",
+        "memory_peak_mb",
+    ]  # no images/s
     assert inception["rows"][0]["values"] == [10738.0, 2839.0, None]
     assert inception["epochs"] == "25" and inception["platform"] == "aws-p2.8xlarge"
     rr = data["blocks"][1]
@@ -326,10 +443,14 @@ def test_keras_blocks_rows_and_columns():
     assert data["notes"][0].startswith("As published")
 
 
+def rendered(name: str, runs: pd.DataFrame, folder: Path) -> str:
+    """The .tex that `make <name>` writes for these runs."""
+    tables.build_table(config(name), runs, source="published", out_dir=folder, commit="c1")
+    return (folder / f"{name}.tex").read_text()
+
+
 def test_keras_table_renders(tmp_path):
-    spec = config("table-2")
-    tables.build_table(spec, keras_runs(), source="published", out_dir=tmp_path, commit="k1")
-    text = (tmp_path / "table-2.tex").read_text()
+    text = rendered("table-2", keras_runs(), tmp_path)
     assert "\\toprule" in text and "\\bottomrule" in text
     assert "\\quad training time (s) & 10738 & 2839 & -- \\\\" in text
     assert "\\quad time per epoch (s) & 158.61 & -- & 304.02\\textsuperscript{1} \\\\" in text
@@ -345,16 +466,27 @@ def test_keras_table_renders(tmp_path):
 # Table 3: HackSA
 
 
-TIME_LIMIT = ("slurmstepd: error: *** JOB 1112527 ON p9r3n05 CANCELLED AT 2019-01-14T12:52:16 DUE TO TIME LIMIT *** "
-              "(4.err:193); also Horovod stall: stalled op HorovodAllreduce_x [missing ranks: 1, 3] (4.err:143)")
+TIME_LIMIT = (
+    "slurmstepd: error: *** JOB 1112527 ON p9r3n05 CANCELLED AT 2019-01-14T12:52:16 DUE TO TIME LIMIT *** "
+    "(4.err:193); also Horovod stall: stalled op HorovodAllreduce_x [missing ranks: 1, 3] (4.err:143)"
+)
 
 
 def hacksa_row(model, workers, status="FINISHED", **values):
-    return {"run_id": f"h-{model}-{workers}", "run_name": f"{model} {workers}", "experiment": "hacksa-2019",
-            "status": status, "source": "published", "model": model, "workers": workers, "framework": "tensorflow",
-            **values}
+    return {
+        "run_id": f"h-{model}-{workers}",
+        "run_name": f"{model} {workers}",
+        "experiment": "hacksa-2019",
+        "status": status,
+        "source": "published",
+        "model": model,
+        "workers": workers,
+        "framework": "tensorflow",
+        **values,
+    }
 
 
+# fmt: off
 def hacksa_runs() -> pd.DataFrame:
     return pd.DataFrame([
         hacksa_row("vgg19", 1, time_init_s=31.4, time_work_s=194.0, time_total_s=225.4,
@@ -370,6 +502,7 @@ def hacksa_runs() -> pd.DataFrame:
         hacksa_row("inception4", 16, time_init_s=108.5, time_work_s=20.6, time_total_s=129.1,
                    throughput_note="no 'Benchmark metric' line in the log: each rank ran 12 steps"),
     ])
+# fmt: on
 
 
 def test_hacksa_numbers_by_hand():
@@ -377,7 +510,7 @@ def test_hacksa_numbers_by_hand():
     blocks = {b["model"]: b for b in data["blocks"]}
     assert [b["model"] for b in data["blocks"]] == ["vgg19", "resnet101_v2", "inception4"]
     vgg2 = blocks["vgg19"]["rows"][1]
-    assert vgg2["speedup_speed"] == pytest.approx(338.0 / 170.0)       # = 2 x 169 / 170, the HackSA formula
+    assert vgg2["speedup_speed"] == pytest.approx(338.0 / 170.0)  # = 2 x 169 / 170, the HackSA formula
     assert vgg2["speedup_time"] == pytest.approx(194.0 / 101.0)
     assert vgg2["efficiency_speed"] == pytest.approx(338.0 / 170.0 / 2)
     assert vgg2["efficiency_time"] == pytest.approx(194.0 / 101.0 / 2)
@@ -391,9 +524,7 @@ def test_hacksa_numbers_by_hand():
 
 
 def test_hacksa_table_renders_failed_and_missing(tmp_path):
-    spec = config("table-3")
-    tables.build_table(spec, hacksa_runs(), source="published", out_dir=tmp_path, commit="h1")
-    text = (tmp_path / "table-3.tex").read_text()
+    text = rendered("table-3", hacksa_runs(), tmp_path)
     assert "\\toprule" in text and "\\cmidrule" in text
     assert "4 & 109.1 & \\multicolumn{7}{l}{\\textit{failed}: Horovod stall; Slurm time limit} \\\\" in text
     line16 = next(line for line in text.splitlines() if line.startswith("16 & "))
@@ -410,13 +541,19 @@ def test_hacksa_table_renders_failed_and_missing(tmp_path):
 
 
 def test_hacksa_failure_reason_without_a_known_pattern():
-    assert tables.short_reason("the log ends at line 80 without a 'Training took' line", [
-        {"pattern": "TIME LIMIT", "label": "time limit"}]) is None
+    assert (
+        tables.short_reason(
+            "the log ends at line 80 without a 'Training took' line", [{"pattern": "TIME LIMIT", "label": "time limit"}]
+        )
+        is None
+    )
     assert tables.short_reason(None, []) is None
     labels = config("table-3")["compute"]["failure_labels"]
     assert tables.short_reason("Traceback ...\nValueError: bad shape (1.err:12)", labels) == "Python error"
-    assert tables.short_reason("slurmstepd: error: *** JOB 1 CANCELLED DUE TO TIME LIMIT ***", labels) == \
-        "Slurm time limit"
+    assert (
+        tables.short_reason("slurmstepd: error: *** JOB 1 CANCELLED DUE TO TIME LIMIT ***", labels)
+        == "Slurm time limit"
+    )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -424,12 +561,20 @@ def test_hacksa_failure_reason_without_a_known_pattern():
 
 
 def test_number_formats():
-    assert [tables.figs(v) for v in (30.5, 99.0, 142.0, 1131.0, 57.8, 0.98765)] == \
-        ["30.5", "99.0", "142", "1131", "57.8", "0.988"]
-    assert tables.percent(569 / 142 / 4) == "100.2" and tables.fixed(1131 / 142) == "7.96"
-    assert tables.trim(1609.32) == "1609.32" and tables.trim(10738.0) == "10738" and tables.trim(15860.5) == "15860.5"
-    for fn in (tables.figs, tables.percent, tables.fixed, tables.trim, tables.integer):
+    assert [formats.figs(v) for v in (30.5, 99.0, 142.0, 1131.0, 57.8, 0.98765)] == [
+        "30.5",
+        "99.0",
+        "142",
+        "1131",
+        "57.8",
+        "0.988",
+    ]
+    assert formats.percent(569 / 142 / 4) == "100.2" and formats.fixed(1131 / 142) == "7.96"
+    assert (
+        formats.trim(1609.32) == "1609.32" and formats.trim(10738.0) == "10738" and formats.trim(15860.5) == "15860.5"
+    )
+    for fn in (formats.figs, formats.percent, formats.fixed, formats.trim, formats.integer):
         assert fn(None) == "--" and fn(float("nan")) == "--"
     with pytest.raises(ValueError, match="unknown number format"):
-        tables.fmt(1.0, "nope")
-    assert tables.tex("a_b & 10% #1 {x} ~") == r"a\_b \& 10\% \#1 \{x\} \textasciitilde{}"
+        formats.fmt(1.0, "nope")
+    assert tex("a_b & 10% #1 {x} ~") == r"a\_b \& 10\% \#1 \{x\} \textasciitilde{}"

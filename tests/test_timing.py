@@ -1,27 +1,42 @@
 """The shared timing: clock readings of synthetic ranks against numbers worked out by hand."""
+
 import itertools
 
 import pytest
 
 from scalestudy.schema import METRICS
 from scalestudy.timing import (
-    STEP_SERIES, StepTimer, TimingError, aggregate, check_steps,
-    epoch_times, mean_interval, step_rates,
+    STEP_SERIES,
+    StepTimer,
+    TimingError,
+    aggregate,
+    check_steps,
+    epoch_times,
+    mean_interval,
+    step_rates,
 )
 
 JOB_START = 99.0
 # Two ranks, 4 images per step, 6 steps, epochs of 3 steps.
 # rank 0 step gaps: 1, .5, .5, .25, .5, .5  -> images/s 4, 8, 8, 16, 8, 8
 # rank 1 step gaps: 1, .5, .5, .5,  .5, .5  -> images/s 4, 8, 8, 8,  8, 8
-RANK0 = {"images_per_step": 4, "loop_start_unix": 100.0,
-         "step_end_unix": [101.0, 101.5, 102.0, 102.25, 102.75, 103.25], "epoch_end_steps": [3, 6]}
-RANK1 = {"images_per_step": 4, "loop_start_unix": 100.1,
-         "step_end_unix": [101.1, 101.6, 102.1, 102.6, 103.1, 103.6], "epoch_end_steps": [3, 6]}
+RANK0 = {
+    "images_per_step": 4,
+    "loop_start_unix": 100.0,
+    "step_end_unix": [101.0, 101.5, 102.0, 102.25, 102.75, 103.25],
+    "epoch_end_steps": [3, 6],
+}
+RANK1 = {
+    "images_per_step": 4,
+    "loop_start_unix": 100.1,
+    "step_end_unix": [101.1, 101.6, 102.1, 102.6, 103.1, 103.6],
+    "epoch_end_steps": [3, 6],
+}
 
 
 def test_step_rates_are_images_over_gap_since_previous_end():
     assert step_rates(4, 100.0, RANK0["step_end_unix"]).tolist() == [4, 8, 8, 16, 8, 8]
-    with pytest.raises(TimingError, match="step 1 took 0.0 s"):
+    with pytest.raises(TimingError, match=r"step 1 took 0\.0 s"):
         step_rates(4, 0.0, [1.0, 1.0])
 
 
@@ -60,8 +75,12 @@ def test_aggregate_cuts_warmup_and_sums_what_each_rank_measured():
     assert series[0][1] == 101000 and series[-1][1] == 103250  # rank 0's wall clock, ms
     assert set(m) <= set(METRICS)
     assert "time_launch_s" not in m  # only when the ranks report their process start
-    launched = aggregate([dict(RANK0, process_start_unix=99.5), dict(RANK1, process_start_unix=99.75)],
-                         warmup_steps=2, min_measured=4, job_start_unix=JOB_START)
+    launched = aggregate(
+        [dict(RANK0, process_start_unix=99.5), dict(RANK1, process_start_unix=99.75)],
+        warmup_steps=2,
+        min_measured=4,
+        job_start_unix=JOB_START,
+    )
     assert launched["metrics"]["time_launch_s"] == pytest.approx(0.75)
 
 
@@ -87,13 +106,12 @@ def test_ranks_with_different_step_counts_are_an_error():
 
 def test_step_timer_reads_the_clock_and_anchors_it_to_wall_time():
     ticks = itertools.count(start=10.0, step=0.5)
-    timer = StepTimer(images_per_step=8, clock=lambda: next(ticks), wall=lambda: 1_000.0)
-    # construction read 10.0 (anchored to unix 1000.0); start 10.5; steps end 11.0, 11.5, 12.0
+    timer = StepTimer(images_per_step=8, steps_per_epoch=2, clock=lambda: next(ticks), wall=lambda: 1_000.0)
+    # construction read 10.0 (anchored to unix 1000.0); start 10.5; steps end 11.0, 11.5, 12.0, 12.5, 13.0
     timer.start()
-    assert [timer.step_done() for _ in range(3)] == [0, 1, 2]
-    timer.epoch_done()
+    assert [timer.step_done() for _ in range(5)] == [0, 1, 2, 3, 4]
     rec = timer.record(rank=0)
-    assert rec["loop_start_unix"] == 1000.5 and rec["step_end_unix"] == [1001.0, 1001.5, 1002.0]
-    assert rec["epoch_end_steps"] == [3] and rec["rank"] == 0 and rec["images_per_step"] == 8
+    assert rec["loop_start_unix"] == 1000.5 and rec["step_end_unix"] == [1001.0, 1001.5, 1002.0, 1002.5, 1003.0]
+    assert rec["epoch_end_steps"] == [2, 4] and rec["rank"] == 0 and rec["images_per_step"] == 8
     with pytest.raises(RuntimeError, match="before start"):
         StepTimer(images_per_step=1).step_done()

@@ -1,4 +1,5 @@
 """The MLflow module: both read paths agree, and writes are idempotent and all-or-nothing."""
+
 import pandas as pd
 import pytest
 
@@ -7,10 +8,24 @@ from scalestudy.tracking import load_runs, load_series, sqlite_path, sync_experi
 
 
 def record(key, workers, value, **extra):
-    params = {"model": "resnet50", "framework": "tensorflow", "workers": workers, "device": "P100",
-              "data": "synthetic", "batch_per_worker": 64, "platform": "test-box"}
-    return RunRecord(experiment="unit", key=key, params=params, metrics={"throughput_total": value},
-                     tags={"source": "published", "citation": "unit test"}, where=f"test:{key}", **extra)
+    params = {
+        "model": "resnet50",
+        "framework": "tensorflow",
+        "workers": workers,
+        "device": "P100",
+        "data": "synthetic",
+        "batch_per_worker": 64,
+        "platform": "test-box",
+    }
+    return RunRecord(
+        experiment="unit",
+        key=key,
+        params=params,
+        metrics={"throughput_total": value},
+        tags={"source": "published", "citation": "unit test"},
+        where=f"test:{key}",
+        **extra,
+    )
 
 
 @pytest.fixture()
@@ -48,7 +63,7 @@ def test_bad_record_writes_nothing(uri):
     before = load_runs(uri)
     good, bad = record("c", 4, 350.0), record("b", 2, 190.0)
     del bad.params["device"]
-    with pytest.raises(SchemaError, match="test:b.*device"):
+    with pytest.raises(SchemaError, match=r"test:b.*device"):
         sync_experiment("unit", [good, bad], uri)
     pd.testing.assert_frame_equal(load_runs(uri), before)  # not even the good record of the batch
 

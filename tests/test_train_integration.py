@@ -4,6 +4,7 @@ Each test runs `python -m scalestudy.train ...` as a user would, with tiny image
 and reads back the one MLflow run it must leave. Needs the training environment (.venv-train:
 TensorFlow, MXNet and Horovod built with Gloo); skipped, saying so, where Horovod is missing.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,17 +28,39 @@ REPO = Path(__file__).resolve().parents[1]
 HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not HAVE_HOROVOD, reason=f"horovod is not importable by {sys.executable}: "
-                       "these tests need the training environment (.venv-train, Horovod built with Gloo)"),
+    pytest.mark.skipif(
+        not HAVE_HOROVOD,
+        reason=f"horovod is not importable by {sys.executable}: "
+        "these tests need the training environment (.venv-train, Horovod built with Gloo)",
+    ),
 ]
 
 RUN_METRICS = {
-    "throughput_total", "throughput_per_worker", "throughput_mean", "throughput_median", "throughput_stderr",
-    "throughput_ci95_low", "throughput_ci95_high", "measured_steps", "warmup_detected_step",
-    "time_total_s", "time_init_s", "time_work_s", "time_per_epoch_s", "time_launch_s", "memory_peak_mb",
+    "throughput_total",
+    "throughput_per_worker",
+    "throughput_mean",
+    "throughput_median",
+    "throughput_stderr",
+    "throughput_ci95_low",
+    "throughput_ci95_high",
+    "measured_steps",
+    "warmup_detected_step",
+    "time_total_s",
+    "time_init_s",
+    "time_work_s",
+    "time_per_epoch_s",
+    "time_launch_s",
+    "memory_peak_mb",
 }
-TINY = ["workers=2", "batch_per_worker=4", "warmup_steps=3", "min_measured_steps=5", "timeout_s=240",
-        "data.image_size=32", "platform=test-box"]
+TINY = [
+    "workers=2",
+    "batch_per_worker=4",
+    "warmup_steps=3",
+    "min_measured_steps=5",
+    "timeout_s=240",
+    "data.image_size=32",
+    "platform=test-box",
+]
 
 
 def train(tmp_path: Path, *overrides: str, uri: str) -> subprocess.CompletedProcess:
@@ -61,7 +84,7 @@ def job_processes(tmp_path: Path) -> list[str]:
 
 def artifacts(uri: str, run_id: str) -> set[str]:
     """Files logged with a run, read from where the store says its artifacts are."""
-    con = sqlite3.connect(uri[len("sqlite:///"):])
+    con = sqlite3.connect(uri[len("sqlite:///") :])
     try:
         (location,) = con.execute("SELECT artifact_uri FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
     finally:
@@ -82,8 +105,9 @@ def cifar_archive(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("cifar") / "cifar-10-python.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
         for name, n in (("data_batch_1", 32), ("data_batch_2", 32), ("test_batch", 32)):
-            blob = pickle.dumps({b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8),
-                                 b"labels": rng.integers(0, 10, n).tolist()})
+            blob = pickle.dumps(
+                {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"labels": rng.integers(0, 10, n).tolist()}
+            )
             info = tarfile.TarInfo(f"cifar-10-batches-py/{name}")
             info.size = len(blob)
             tar.addfile(info, io.BytesIO(blob))
@@ -93,8 +117,15 @@ def cifar_archive(tmp_path_factory) -> Path:
 def check_finished_run(run, uri: str, framework: str, workers: int, steps: int, started: float) -> None:
     """Everything a FINISHED measured run must carry (2 ranks or 1, CIFAR-10 archive, one epoch)."""
     assert (run.experiment, run.status, run.source) == ("measured", "FINISHED", "measured")
-    assert (run.model, run.framework, run.workers, run.device, run.data, run.batch_per_worker, run.platform) == \
-        ("resnet50", framework, workers, "cpu", "cifar10", 4, "test-box")
+    assert (run.model, run.framework, run.workers, run.device, run.data, run.batch_per_worker, run.platform) == (
+        "resnet50",
+        framework,
+        workers,
+        "cpu",
+        "cifar10",
+        4,
+        "test-box",
+    )
     assert run.seed == 1337 and run.epochs == 1 and run.device_type == "cpu"
     for name in RUN_METRICS | {"accuracy_train", "accuracy_test"}:
         assert np.isfinite(run[name]), name
@@ -117,8 +148,16 @@ def check_finished_run(run, uri: str, framework: str, workers: int, steps: int, 
 def test_tensorflow_two_ranks_record_one_finished_run(tmp_path, uri, cifar_archive):
     # 64 images over 2 ranks, batch 4: 8 steps per epoch; 1 epoch = 3 warm-up + 5 measured steps
     started = time.monotonic()
-    proc = train(tmp_path, "framework=tensorflow", "model=resnet50", "data=cifar10", f"data.path={cifar_archive}",
-                 "epochs=1", *TINY, uri=uri)
+    proc = train(
+        tmp_path,
+        "framework=tensorflow",
+        "model=resnet50",
+        "data=cifar10",
+        f"data.path={cifar_archive}",
+        "epochs=1",
+        *TINY,
+        uri=uri,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
     runs = load_runs(uri)
     assert len(runs) == 1
@@ -131,23 +170,44 @@ def test_mxnet_sweep_of_an_experiment_records_one_run_per_job(tmp_path, uri, cif
     # figure 6's sweep cut to MXNet and ResNet-50: 1 rank (16 steps of 4 images) and 2 ranks (8 steps each)
     started = time.monotonic()
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
-    args = [sys.executable, "-m", "scalestudy.train", "-m", "+experiment=figure-6", f"hydra.sweep.dir={tmp_path / 'job'}",
-            "hydra.sweeper.params.framework=mxnet", "hydra.sweeper.params.model=resnet50",
-            f"data.path={cifar_archive}", "epochs=1", *[o for o in TINY if not o.startswith("workers=")]]
+    args = [
+        sys.executable,
+        "-m",
+        "scalestudy.train",
+        "-m",
+        "experiment=figure-6",
+        f"hydra.sweep.dir={tmp_path / 'job'}",
+        "hydra.sweeper.params.framework=mxnet",
+        "hydra.sweeper.params.model=resnet50",
+        f"data.path={cifar_archive}",
+        "epochs=1",
+        *[o for o in TINY if not o.startswith("workers=")],
+    ]
     proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:] + proc.stdout[-2000:]
     runs = load_runs(uri).sort_values("workers")
     assert runs.workers.tolist() == [1, 2] and set(runs.study) == {"figure-6"}
     for run, steps in zip(runs.itertuples(index=False), (16, 8)):
         check_finished_run(runs[runs.run_id == run.run_id].iloc[0], uri, "mxnet", run.workers, steps, started)
-    assert sorted(p.name for p in (tmp_path / "job").iterdir() if p.is_dir()) == \
-        ["0_resnet50_mxnet_w1", "1_resnet50_mxnet_w2"]
+    assert sorted(p.name for p in (tmp_path / "job").iterdir() if p.is_dir()) == [
+        "0_resnet50_mxnet_w1",
+        "1_resnet50_mxnet_w2",
+    ]
     assert job_processes(tmp_path) == []
 
 
 def test_a_killed_rank_ends_as_a_failed_run_with_logs_and_no_orphans(tmp_path, uri):
-    proc = train(tmp_path, "framework=tensorflow", "model=resnet50", "data=synthetic", "steps=5",
-                 "fault.kill_rank=1", "fault.at_step=3", *TINY, uri=uri)
+    proc = train(
+        tmp_path,
+        "framework=tensorflow",
+        "model=resnet50",
+        "data=synthetic",
+        "steps=5",
+        "fault.kill_rank=1",
+        "fault.at_step=3",
+        *TINY,
+        uri=uri,
+    )
     assert proc.returncode != 0
     assert "FAILED" in proc.stderr + proc.stdout
     runs = load_runs(uri)
@@ -158,15 +218,27 @@ def test_a_killed_rank_ends_as_a_failed_run_with_logs_and_no_orphans(tmp_path, u
     assert "throughput_total" not in runs.columns or not np.isfinite(run.get("throughput_total", np.nan))
     files = artifacts(uri, run.run_id)
     assert any(f.startswith("logs/rank-logs/rank.1/") for f in files), files
-    logs = (tmp_path / "job" / "rank-logs")
+    logs = tmp_path / "job" / "rank-logs"
     assert "fault injection: rank 1 kill at step 3" in "".join(p.read_text() for p in logs.rglob("*") if p.is_file())
     assert job_processes(tmp_path) == []
 
 
 def test_a_hanging_rank_is_killed_at_the_timeout(tmp_path, uri):
     started = time.monotonic()
-    proc = train(tmp_path, "framework=mxnet", "model=resnet50", "data=synthetic", "steps=5", "fault.kill_rank=0",
-                 "fault.at_step=4", "fault.mode=hang", *TINY, "timeout_s=45", "cluster.kill_grace_s=2", uri=uri)
+    proc = train(
+        tmp_path,
+        "framework=mxnet",
+        "model=resnet50",
+        "data=synthetic",
+        "steps=5",
+        "fault.kill_rank=0",
+        "fault.at_step=4",
+        "fault.mode=hang",
+        *TINY,
+        "timeout_s=45",
+        "cluster.kill_grace_s=2",
+        uri=uri,
+    )
     assert proc.returncode != 0
     assert time.monotonic() - started < 45 + 40  # the timeout, the kill grace, and logging the run
     run = load_runs(uri).iloc[0]
@@ -179,5 +251,5 @@ def test_unknown_choice_lists_the_valid_ones_and_creates_no_run(tmp_path, uri):
     assert proc.returncode != 0
     assert "Could not find 'model/resnet9000'" in proc.stderr and "Available options in 'model'" in proc.stderr
     assert "resnet50" in proc.stderr and "inception3" in proc.stderr
-    assert not Path(uri[len("sqlite:///"):]).exists() or load_runs(uri).empty
+    assert not Path(uri[len("sqlite:///") :]).exists() or load_runs(uri).empty
     assert not (tmp_path / "job").exists()

@@ -1,15 +1,16 @@
 """The MLflow UI served by scalestudy.ui shows the store's runs and their parameters (headless Chromium)."""
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import socket
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import free_port
 
 from scalestudy.schema import REQUIRED_PARAMS, RunRecord
 from scalestudy.tracking import load_runs, sync_experiment
@@ -19,9 +20,18 @@ pytestmark = pytest.mark.integration
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROME_ARGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
-               "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-               "--window-size=2400,1200")
+CHROME_ARGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=2400,1200",
+)
 EXPERIMENT = "tf-benchmarks-2017"
 RUNS = [("resnet50", 1), ("resnet50", 8), ("inception3", 4), ("vgg16", 2)]
 WAIT_S = 30
@@ -31,20 +41,26 @@ SHOWN = ("model", "workers", "device")  # params read back from the runs table
 def _records() -> list[RunRecord]:
     records = []
     for model, workers in RUNS:
-        params = {"model": model, "framework": "tensorflow", "workers": workers, "device": "P100",
-                  "data": "synthetic", "batch_per_worker": 64, "platform": "nvidia-dgx-1"}
-        records.append(RunRecord(
-            experiment=EXPERIMENT, key=f"{model}/{workers}", params=params, where=f"test_ui:{model}/{workers}",
-            metrics={"throughput_total": 200.0 * workers},
-            tags={"source": "published", "citation": "TensorFlow performance benchmarks, 2017"},
-        ))
+        params = {
+            "model": model,
+            "framework": "tensorflow",
+            "workers": workers,
+            "device": "P100",
+            "data": "synthetic",
+            "batch_per_worker": 64,
+            "platform": "nvidia-dgx-1",
+        }
+        records.append(
+            RunRecord(
+                experiment=EXPERIMENT,
+                key=f"{model}/{workers}",
+                params=params,
+                where=f"test_ui:{model}/{workers}",
+                metrics={"throughput_total": 200.0 * workers},
+                tags={"source": "published", "citation": "TensorFlow performance benchmarks, 2017"},
+            )
+        )
     return records
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _driver(profile: Path):
@@ -70,10 +86,14 @@ def store(tmp_path, monkeypatch):
 def test_ui_lists_runs_and_their_params(store, tmp_path):
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         if os.geteuid() != 0:
-            pytest.skip("needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): "
-                        "sudo apt-get install chromium chromium-driver")
-        pytest.fail("root, but /usr/bin/chromium or /usr/bin/chromedriver is missing: apt-get install chromium "
-                    "chromium-driver (make does)")
+            pytest.skip(
+                "needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): "
+                "sudo apt-get install chromium chromium-driver"
+            )
+        pytest.fail(
+            "root, but /usr/bin/chromium or /usr/bin/chromedriver is missing: apt-get install chromium "
+            "chromium-driver (make does)"
+        )
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -84,7 +104,7 @@ def test_ui_lists_runs_and_their_params(store, tmp_path):
     expected = dict(zip(table["run_id"], table["run_name"]))  # run id -> run name
     params = table.set_index("run_id").to_dict("index")
     assert len(expected) == len(RUNS)
-    with serve(uri, _free_port()) as base_url:
+    with serve(uri, free_port()) as base_url:
         query = urllib.parse.urlencode({"experiment_name": EXPERIMENT})
         with urllib.request.urlopen(f"{base_url}/api/2.0/mlflow/experiments/get-by-name?{query}") as resp:
             experiment_id = json.load(resp)["experiment"]["experiment_id"]
@@ -102,9 +122,12 @@ def test_ui_lists_runs_and_their_params(store, tmp_path):
             links = "[col-id='attributes.`Run Name`'] a[href*='/runs/']"
 
             def listed(drv):
-                found = {a.get_attribute("href").rsplit("/", 1)[-1]: a.get_attribute("textContent").strip()
-                         for a in drv.find_elements(By.CSS_SELECTOR, links)}
+                found = {
+                    a.get_attribute("href").rsplit("/", 1)[-1]: a.get_attribute("textContent").strip()
+                    for a in drv.find_elements(By.CSS_SELECTOR, links)
+                }
                 return found if len(found) >= len(expected) else False
+
             runs = wait.until(listed, "the runs table never listed the runs")
             assert runs == {run_id: name for run_id, name in expected.items()}
             wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"{len(expected)} matching runs"))
@@ -112,21 +135,26 @@ def test_ui_lists_runs_and_their_params(store, tmp_path):
             # 2. Their params: tick "Parameters (7)" in the "Columns" selector, as a user would, then read
             #    the params.`<key>` columns of each row (ag-grid's row-id is the run id).
             driver.find_element(By.CSS_SELECTOR, "[data-testid='column-selection-dropdown']").click()
-            tree = wait.until(EC.visibility_of_element_located(
-                (By.CSS_SELECTOR, "[data-testid='column-selector-tree']")))
+            tree = wait.until(
+                EC.visibility_of_element_located((By.CSS_SELECTOR, "[data-testid='column-selector-tree']"))
+            )
             group = f"Parameters ({len(REQUIRED_PARAMS)})"
-            tree.find_element(By.XPATH, f".//span[@title='{group}']/preceding-sibling::span"
-                                        "[contains(@class, 'tree-checkbox')]").click()
+            tree.find_element(
+                By.XPATH, f".//span[@title='{group}']/preceding-sibling::span[contains(@class, 'tree-checkbox')]"
+            ).click()
             driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
 
             def shown_params(drv):
                 rows = {}
                 for row in drv.find_elements(By.CSS_SELECTOR, "div.ag-center-cols-container div[role='row']"):
-                    cells = {c.get_attribute("col-id"): c.get_attribute("textContent").strip()
-                             for c in row.find_elements(By.CSS_SELECTOR, "[col-id^='params.']")}
+                    cells = {
+                        c.get_attribute("col-id"): c.get_attribute("textContent").strip()
+                        for c in row.find_elements(By.CSS_SELECTOR, "[col-id^='params.']")
+                    }
                     rows[row.get_attribute("row-id")] = {key: cells.get(f"params.`{key}`") for key in SHOWN}
                 complete = len(rows) >= len(expected) and all(all(v.values()) for v in rows.values())
                 return rows if complete else False
+
             shown = wait.until(shown_params, "the params columns never filled")
             driver.save_screenshot(str(tmp_path / "experiment-runs.png"))
             want = {run_id: {key: str(params[run_id][key]) for key in SHOWN} for run_id in expected}

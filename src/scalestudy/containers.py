@@ -6,16 +6,13 @@
   SingularityCE silently ignore such a section, so the image would be built without it.
 - `check_entry_points`: the `python -m MODULE` calls of %runscript and %test name modules that exist (ours
   under src/), and the Hydra overrides of `python -m scalestudy.train ...` compose with conf/train.yaml.
-- `check_recipes`: both recipes install from the same lock (requirements.lock; no pinned version of a locked
-  package written in a recipe) and the same base (the Singularity From: is the image the Dockerfile builds).
-- `image_requirements`: the exact pins the image installs: the lock's closure of the `build` and `train`
-  extras, with the two substitutions docs/containers.md explains (Horovod built afterwards from source;
-  tensorflow-cpu -> tensorflow of the same version, for the GPU).
+- `check_recipes`: both recipes install from the same lock (requirements.lock, as the constraints of uv's
+  install of the pyproject extras; no pinned version of a locked package written in a recipe) and the same
+  base (the Singularity From: is the image the Dockerfile builds).
 
-Stdlib only at import (the Docker build runs this file before the package is installed):
-    python3.11 src/scalestudy/containers.py image-requirements [--pyproject F] [--lock F]
     python -m scalestudy.containers check [--repo DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,20 +24,64 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # Apptainer's definition-file sections (pkg/build/types/parser/deffile.go) and header keywords.
-SECTIONS = ("help", "setup", "files", "labels", "environment", "pre", "post", "runscript", "test",
-            "startscript", "arguments")
+SECTIONS = (
+    "help",
+    "setup",
+    "files",
+    "labels",
+    "environment",
+    "pre",
+    "post",
+    "runscript",
+    "test",
+    "startscript",
+    "arguments",
+)
 APP_SECTIONS = ("appinstall", "applabels", "appfiles", "appenv", "apptest", "apphelp", "apprun", "appstart")
-HEADERS = ("bootstrap", "from", "includecmd", "mirrorurl", "updateurl", "osversion", "include", "library",
-           "registry", "namespace", "stage", "product", "user", "regcode", "productpgp", "registerurl",
-           "modules", "otherurl", "fingerprints", "confurl", "setopt")
-BOOTSTRAPS = ("docker", "docker-daemon", "docker-archive", "oci", "oci-archive", "localimage", "library",
-              "oras", "shub", "scratch", "debootstrap", "yum", "zypper", "arch", "busybox")
+HEADERS = (
+    "bootstrap",
+    "from",
+    "includecmd",
+    "mirrorurl",
+    "updateurl",
+    "osversion",
+    "include",
+    "library",
+    "registry",
+    "namespace",
+    "stage",
+    "product",
+    "user",
+    "regcode",
+    "productpgp",
+    "registerurl",
+    "modules",
+    "otherurl",
+    "fingerprints",
+    "confurl",
+    "setopt",
+)
+BOOTSTRAPS = (
+    "docker",
+    "docker-daemon",
+    "docker-archive",
+    "oci",
+    "oci-archive",
+    "localimage",
+    "library",
+    "oras",
+    "shub",
+    "scratch",
+    "debootstrap",
+    "yum",
+    "zypper",
+    "arch",
+    "busybox",
+)
 PLACEHOLDER = re.compile(r"{{\s*(\w+)\s*}}")
 
-# The image's substitutions of the lock (see docs/containers.md).
-BUILT_FROM_SOURCE = ("horovod",)
+# The GPU build of a locked CPU package, as the GPU image installs it (its own pin in the lock too).
 GPU_VARIANTS = {"tensorflow-cpu": "tensorflow"}
-IMAGE_EXTRAS = ("build", "train")
 
 
 class DefinitionError(ValueError):
@@ -49,9 +90,9 @@ class DefinitionError(ValueError):
 
 @dataclass
 class Section:
-    name: str            # lower case, without %
-    args: str            # the rest of the section line (app name, %files from STAGE, %post -c /bin/bash)
-    line: int            # where the section starts (1-based)
+    name: str  # lower case, without %
+    args: str  # the rest of the section line (app name, %files from STAGE, %post -c /bin/bash)
+    line: int  # where the section starts (1-based)
     body: list[tuple[int, str]] = field(default_factory=list)
 
     def text(self) -> str:
@@ -61,9 +102,9 @@ class Section:
 @dataclass
 class Definition:
     path: Path
-    header: dict[str, tuple[str, int]]   # keyword (lower case) -> (value, line)
+    header: dict[str, tuple[str, int]]  # keyword (lower case) -> (value, line)
     sections: list[Section]
-    arguments: dict[str, str]            # %arguments defaults
+    arguments: dict[str, str]  # %arguments defaults
 
     def section(self, name: str) -> Section | None:
         found = [s for s in self.sections if s.name == name]
@@ -76,11 +117,14 @@ class Definition:
 
     def resolve(self, text: str, line: int = 0) -> str:
         """Text with its {{ NAME }} build arguments replaced by their %arguments defaults."""
+
         def sub(match):
             if match[1] not in self.arguments:
-                raise DefinitionError(f"{self.path}:{line}: build argument {{{{ {match[1]} }}}} has no default "
-                                      "in %arguments")
+                raise DefinitionError(
+                    f"{self.path}:{line}: build argument {{{{ {match[1]} }}}} has no default in %arguments"
+                )
             return self.arguments[match[1]]
+
         return PLACEHOLDER.sub(sub, text)
 
     @property
@@ -109,7 +153,7 @@ def parse_definition(path: str | Path, text: str | None = None) -> Definition:
         words = raw.split()
         if words and words[0].startswith("%"):
             name = words[0][1:].lower()
-            args = raw.strip()[len(words[0]):].strip()
+            args = raw.strip()[len(words[0]) :].strip()
             where = f"{path}:{number}"
             if name in APP_SECTIONS:
                 if not args:
@@ -117,8 +161,10 @@ def parse_definition(path: str | Path, text: str | None = None) -> Definition:
             elif name not in SECTIONS:
                 raise DefinitionError(
                     f"{where}: unknown section {words[0]!r}{_suggest(name)}; Apptainer knows "
-                    + ", ".join("%" + s for s in SECTIONS) + " and %app* (a line in a section whose first word "
-                    "starts with % also opens a section)")
+                    + ", ".join("%" + s for s in SECTIONS)
+                    + " and %app* (a line in a section whose first word "
+                    "starts with % also opens a section)"
+                )
             current = Section(name, args, number)
             sections.append(current)
             continue
@@ -190,9 +236,8 @@ def python_module_calls(section: Section) -> list[tuple[int, str, list[str]]]:
             except ValueError:
                 continue
             for i, word in enumerate(words):
-                if re.fullmatch(r"(\S*/)?python(3(\.\d+)?)?", word) and i + 2 < len(words) \
-                        and words[i + 1] == "-m":
-                    calls.append((number, words[i + 2], words[i + 3:]))
+                if re.fullmatch(r"(\S*/)?python(3(\.\d+)?)?", word) and i + 2 < len(words) and words[i + 1] == "-m":
+                    calls.append((number, words[i + 2], words[i + 3 :]))
                     break
     return calls
 
@@ -229,34 +274,33 @@ def check_entry_points(definition: Definition, src: Path, conf: Path) -> list[st
         for line, module, args in calls:
             where = f"{definition.path}:{line}"
             if not module_exists(module, src):
-                problems.append(f"{where}: %{name} runs python -m {module}, but no module {module} exists "
-                                f"(looked under {src} and on this Python's path)")
+                problems.append(
+                    f"{where}: %{name} runs python -m {module}, but no module {module} exists "
+                    f"(looked under {src} and on this Python's path)"
+                )
                 continue
             if module == "scalestudy.train":
                 overrides = hydra_overrides(args)
                 if overrides:
                     problem = compose_problem(conf, overrides)
                     if problem:
-                        problems.append(f"{where}: %{name}: overrides {' '.join(overrides)} do not compose with "
-                                        f"{conf / 'train.yaml'}: {problem}")
+                        problems.append(
+                            f"{where}: %{name}: overrides {' '.join(overrides)} do not compose with "
+                            f"{conf / 'train.yaml'}: {problem}"
+                        )
     return problems
 
 
 def compose_problem(conf: Path, overrides: list[str]) -> str | None:
     """None if conf/train.yaml composes with the overrides (Hydra's compose API; nothing runs), else why."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import OmegaConf
 
-    GlobalHydra.instance().clear()
+    from .config import compose
+
     try:
-        with initialize_config_dir(config_dir=str(conf.resolve()), version_base="1.3"):
-            cfg = compose("train", overrides=list(overrides))
-            OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves too
+        OmegaConf.to_container(compose("train", overrides, conf=conf.resolve()), resolve=True)  # and resolves
     except Exception as err:  # Hydra's errors name the override and the choices
         return f"{type(err).__name__}: {str(err).splitlines()[0]}"
-    finally:
-        GlobalHydra.instance().clear()
     return None
 
 
@@ -276,64 +320,6 @@ def lock_pins(lock_text: str) -> dict[str, str]:
         if match:
             pins[_norm(match[1])] = match[3]
     return pins
-
-
-def lock_parents(lock_text: str) -> dict[str, set[str]]:
-    """{package: the packages (or 'scalestudy') that pull it in}, from the lock's '# via' comments."""
-    parents: dict[str, set[str]] = {}
-    current = None
-    in_via = False
-    for line in lock_text.splitlines():
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", line)
-        if match:
-            current, in_via = _norm(match[1]), False
-            parents[current] = set()
-            continue
-        comment = line.strip()
-        if current is None or not comment.startswith("#"):
-            continue
-        body = comment.lstrip("#").strip()
-        if body.startswith("via"):
-            in_via = True
-            body = body[3:].strip()
-        if in_via and body:
-            parents[current].add("scalestudy" if body.startswith("scalestudy") else _norm(body.split()[0]))
-    return parents
-
-
-def extra_roots(pyproject_text: str, extras=IMAGE_EXTRAS) -> set[str]:
-    import tomllib
-
-    optional = tomllib.loads(pyproject_text)["project"].get("optional-dependencies", {})
-    missing = [e for e in extras if e not in optional]
-    if missing:
-        raise KeyError(f"pyproject.toml has no extras {missing}")
-    return {_norm(re.split(r"[\s<>=!~;\[]", req, maxsplit=1)[0]) for e in extras for req in optional[e]}
-
-
-def image_requirements(pyproject_text: str, lock_text: str, extras=IMAGE_EXTRAS) -> list[str]:
-    """`name==version` lines the image installs with --no-deps: the lock's closure of `extras`, less what is
-    built from source, with the GPU variant of TensorFlow at the lock's version."""
-    pins, parents = lock_pins(lock_text), lock_parents(lock_text)
-    children: dict[str, set[str]] = {}
-    for child, ps in parents.items():
-        for parent in ps:
-            children.setdefault(parent, set()).add(child)
-    roots = extra_roots(pyproject_text, extras)
-    missing = sorted(roots - set(pins))
-    if missing:
-        raise KeyError(f"requirements.lock lacks {missing}: regenerate it (make lock)")
-    needed, todo = set(), list(roots)
-    while todo:
-        name = todo.pop()
-        if name in needed:
-            continue
-        needed.add(name)
-        todo += sorted(children.get(name, ()))
-    lines = []
-    for name in sorted(needed - set(BUILT_FROM_SOURCE)):
-        lines.append(f"{GPU_VARIANTS.get(name, name)}=={pins[name]}")
-    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -387,29 +373,38 @@ def check_recipes(repo: Path) -> list[str]:
     # one lock: the Dockerfile copies it and installs from it; no recipe pins a locked package itself
     if not re.search(r"^COPY\b.*\brequirements\.lock\b", dockerfile, re.M):
         problems.append("Dockerfile: does not COPY requirements.lock")
-    if "image-requirements" not in dockerfile:
-        problems.append("Dockerfile: does not install containers.py image-requirements (the lock's pins)")
+    commands = re.sub(r"\\\n", " ", dockerfile)  # continued lines joined
+    if not re.search(r"uv pip install\b[^\n]*-r pyproject\.toml[^\n]*-c requirements\.lock", commands):
+        problems.append(
+            "Dockerfile: does not install the pyproject extras with requirements.lock as constraints "
+            "(uv pip install -r pyproject.toml --extra ... -c requirements.lock)"
+        )
     if not re.search(r"horovod==\S*\bsed\b|sed[^\n]*\^horovod==", dockerfile):
         problems.append("Dockerfile: the Horovod version is not read from requirements.lock")
     problems += locked_versions_written(dockerfile, pins, "Dockerfile")
     problems += locked_versions_written(definition.path.read_text(), pins, str(definition.path))
     post = definition.section("post")
     if post is not None and re.search(r"\bpip3?(\.\d+)?\s+install\b", post.text()):
-        problems.append(f"{definition.path}:{post.line}: %post installs Python packages: the image from the "
-                        "Dockerfile has them all, from the lock")
+        problems.append(
+            f"{definition.path}:{post.line}: %post installs Python packages: the image from the "
+            "Dockerfile has them all, from the lock"
+        )
 
     # one base: the Singularity image starts from the image the Dockerfile builds
     image = script_default(script, "IMAGE")
     if definition.bootstrap in ("docker-daemon", "docker-archive"):
         if image is None:
-            problems.append("scripts/container.sh: no IMAGE=\"${IMAGE:-name:tag}\" default to compare with")
+            problems.append('scripts/container.sh: no IMAGE="${IMAGE:-name:tag}" default to compare with')
         elif definition.base != image:
-            problems.append(f"{definition.path}:{definition.header['from'][1]}: From: {definition.base} is not "
-                            f"the image scripts/container.sh builds from the Dockerfile ({image})")
+            problems.append(
+                f"{definition.path}:{definition.header['from'][1]}: From: {definition.base} is not "
+                f"the image scripts/container.sh builds from the Dockerfile ({image})"
+            )
     elif definition.bootstrap == "docker":
         if definition.base != dockerfile_base(dockerfile):
-            problems.append(f"{definition.path}: From: {definition.base} is not the Dockerfile's base "
-                            f"{dockerfile_base(dockerfile)}")
+            problems.append(
+                f"{definition.path}: From: {definition.base} is not the Dockerfile's base {dockerfile_base(dockerfile)}"
+            )
     else:
         problems.append(f"{definition.path}: Bootstrap: {definition.bootstrap} does not start from the Docker image")
     return problems
@@ -418,15 +413,9 @@ def check_recipes(repo: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scalestudy.containers", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
-    req = sub.add_parser("image-requirements", help="print the pins the image installs (--no-deps)")
-    req.add_argument("--pyproject", type=Path, default=Path("pyproject.toml"))
-    req.add_argument("--lock", type=Path, default=Path("requirements.lock"))
     chk = sub.add_parser("check", help="check Dockerfile, Singularity.def and their entry points")
     chk.add_argument("--repo", type=Path, default=Path("."))
     args = ap.parse_args(argv)
-    if args.what == "image-requirements":
-        print("\n".join(image_requirements(args.pyproject.read_text(), args.lock.read_text())))
-        return 0
     repo = args.repo.resolve()
     try:
         definition = parse_definition(repo / "Singularity.def")

@@ -10,9 +10,10 @@ Definitions (HackSA report; TF 2017 sheet; see the paper's method section):
 The baseline of a speedup is the 1-worker run of the same group; a group without one gets NaN,
 never a made-up baseline.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -41,10 +42,16 @@ def scaling(runs: pd.DataFrame, *, group: Sequence[str], workers: str = "workers
         names = ", ".join(base.loc[dup, "run_name"].astype(str).head(4)) if "run_name" in base else ""
         raise ValueError(f"more than one 1-worker baseline in a group of {group}: {names}")
     base = base[group + ["throughput_total", "time_work_s"]].rename(
-        columns={"throughput_total": "_base_throughput", "time_work_s": "_base_time"})
-    out = out.merge(base, on=group, how="left") if group else out.assign(
-        _base_throughput=base["_base_throughput"].iloc[0] if len(base) else np.nan,
-        _base_time=base["_base_time"].iloc[0] if len(base) else np.nan)
+        columns={"throughput_total": "_base_throughput", "time_work_s": "_base_time"}
+    )
+    out = (
+        out.merge(base, on=group, how="left")
+        if group
+        else out.assign(
+            _base_throughput=base["_base_throughput"].iloc[0] if len(base) else np.nan,
+            _base_time=base["_base_time"].iloc[0] if len(base) else np.nan,
+        )
+    )
     out["speedup_speed"] = out["throughput_total"] / out["_base_throughput"]
     out["speedup_time"] = out["_base_time"] / out["time_work_s"]
     out["efficiency_speed"] = out["speedup_speed"] / out[workers]
@@ -52,8 +59,9 @@ def scaling(runs: pd.DataFrame, *, group: Sequence[str], workers: str = "workers
     return out.drop(columns=["_base_throughput", "_base_time"])
 
 
-def ratio(runs: pd.DataFrame, *, between: str, numerator, denominator, match: Sequence[str],
-          value: str = "throughput_total") -> pd.DataFrame:
+def ratio(
+    runs: pd.DataFrame, *, between: str, numerator, denominator, match: Sequence[str], value: str = "throughput_total"
+) -> pd.DataFrame:
     """value(between == numerator) / value(between == denominator), matched on the `match` columns.
 
     Returns the `match` columns, `ratio`, and the run ids of both sides. Rows without a partner on
@@ -77,18 +85,3 @@ def median_by(frame: pd.DataFrame, value: str, by: str | Sequence[str] | None = 
     if by is None:
         return float(frame[value].median())
     return frame.groupby(_as_list(by))[value].median()
-
-
-def warmup_end(values: Sequence[float], *, tolerance: float = 0.10) -> int:
-    """Index of the first step whose throughput reaches (1 - tolerance) of the steady state.
-
-    Steady state = median of the second half of the series (the end of a run is the least
-    disturbed by start-up: graph building, autotuning, input pipeline filling). Returns 0 for
-    a series that starts steady, and len(values) - 1 at most.
-    """
-    x = np.asarray(values, dtype=float)
-    if x.size == 0:
-        raise ValueError("warm-up of an empty series")
-    steady = float(np.median(x[x.size // 2:]))
-    reached = np.nonzero(x >= (1.0 - tolerance) * steady)[0]
-    return int(reached[0]) if reached.size else x.size - 1

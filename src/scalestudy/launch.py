@@ -1,37 +1,37 @@
 """Start the ranks of one training job, watch them, and say what happened.
 
-- `launcher_command` is the ONE place that knows how ranks are started (horovodrun over Gloo for
-  cluster=local); a cluster issue swaps in mpirun or srun there.
+- `launcher_command` is the ONE place that knows how ranks are started: horovodrun over Gloo for
+  cluster=local, one srun step inside the allocation for cluster=slurm (slurm/commands.py).
 - `run_job` starts that command in its own process group, enforces timeout_s by killing the whole
   group (and any process that carries this job's id in its environment, so ranks that a launcher
   moved to another session die too: no orphans), collects the launcher's and every rank's log,
   and reads rank 0's result file.
-- `environment_manifest` describes the machine and software a run used (an artifact of the run).
 
-Nothing here imports a framework or MLflow: the caller turns a JobOutcome into one MLflow run.
+Nothing here imports a framework or MLflow: the driver (train.py) turns a JobOutcome into one MLflow run.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
-import platform as platform_mod
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 JOB_ID_ENV = "SCALESTUDY_JOB_ID"
 RESULT_FILE = "result.json"
-RANK_CONFIG = "rank-config.yaml"
 LOG_DIR = "rank-logs"
 LAUNCHER_LOG = "launcher.log"
+# What every rank runs: the framework's runner (cfg.framework.runner._target_) on the job's config file.
+RANK_PROGRAM = ["-m", "scalestudy.runners"]
+SLURM_RECORD_MARGIN_S = 20.0  # time kept back from the Slurm limit to kill the ranks and record the run
+SLURM_SIGNAL_SLACK_S = 60.0  # Slurm sends a job's --signal up to this much earlier than asked
 
 
 class LaunchError(RuntimeError):
@@ -40,12 +40,12 @@ class LaunchError(RuntimeError):
 
 @dataclass
 class JobOutcome:
-    status: str                    # FINISHED | FAILED
-    reason: str                    # why FAILED ('' when FINISHED)
+    status: str  # FINISHED | FAILED
+    reason: str  # why FAILED ('' when FINISHED)
     returncode: int | None
     job_start_unix: float
     job_end_unix: float
-    result: dict | None            # rank 0's result file, when it wrote one
+    result: dict | None  # rank 0's result file, when it wrote one
     logs: list[Path] = field(default_factory=list)
     command: list[str] = field(default_factory=list)
     leftover_pids: list[int] = field(default_factory=list)  # processes of the job found after it ended
@@ -62,15 +62,17 @@ def _tool(name: str) -> str:
         return str(beside)
     found = shutil.which(name)
     if not found:
-        raise LaunchError(f"cluster.launcher: {name!r} is neither beside {sys.executable} nor on PATH: run the "
-                          "harness with the training environment's python (.venv-train/bin/python, Horovod built)")
+        raise LaunchError(
+            f"cluster.launcher: {name!r} is neither beside {sys.executable} nor on PATH: run the "
+            "harness with the training environment's python (.venv-train/bin/python, Horovod built)"
+        )
     return found
 
 
-def launcher_command(cfg, rank_config: Path, log_dir: Path) -> list[str]:
-    """The command line that starts cfg.workers ranks of cfg.framework.runner on rank_config."""
+def launcher_command(cfg, job_config: Path, log_dir: Path) -> list[str]:
+    """The command line that starts cfg.workers ranks of the framework's runner on the job's config file."""
     cluster = cfg.cluster
-    ranks = [sys.executable, "-m", str(cfg.framework.runner), str(rank_config)]
+    ranks = [sys.executable, *RANK_PROGRAM, str(job_config)]
     if cluster.launcher == "horovodrun":
         cmd = [_tool("horovodrun"), "-np", str(int(cfg.workers)), "-H", str(cluster.hosts), "--gloo"]
         if int(cfg.workers) > 1:  # horovodrun 0.28.1 fails on it with -np 1 (log10(0)); see split_launcher_log
@@ -78,12 +80,13 @@ def launcher_command(cfg, rank_config: Path, log_dir: Path) -> list[str]:
         if cluster.get("network_interface"):
             cmd += ["--network-interface", str(cluster.network_interface)]
         return cmd + [str(a) for a in cluster.get("extra_args") or []] + ranks
-    if cluster.launcher == "srun":  # inside a Slurm allocation: one job step, one rank per GPU (slurm.py)
-        from .slurm import srun_command
+    if cluster.launcher == "srun":  # inside a Slurm allocation: one job step, one rank per GPU
+        from .slurm.commands import srun_command
 
         return srun_command(cfg, ranks[1:], image=cluster.get("image"), log_dir=log_dir, binds=[log_dir.parent])
-    raise LaunchError(f"cluster.launcher={cluster.launcher!r}: choose horovodrun (cluster=local) or srun "
-                      "(cluster=slurm)")
+    raise LaunchError(
+        f"cluster.launcher={cluster.launcher!r}: choose horovodrun (cluster=local) or srun (cluster=slurm)"
+    )
 
 
 def rank_environment(cfg, job_id: str) -> dict[str, str]:
@@ -197,20 +200,22 @@ def collect_logs(job_dir: Path) -> list[Path]:
     return logs
 
 
-def run_job(cfg, job_dir: Path, rank_config: Path) -> JobOutcome:
+def run_job(cfg, job_dir: Path, job_config: Path) -> JobOutcome:
     """Run the job's ranks to the end or to timeout_s; never leaves a process of the job behind."""
     job_dir = Path(job_dir)
     job_id = uuid.uuid4().hex
     log_dir = job_dir / LOG_DIR
     result_file = job_dir / RESULT_FILE
     result_file.unlink(missing_ok=True)
-    cmd = launcher_command(cfg, rank_config, log_dir)
+    cmd = launcher_command(cfg, job_config, log_dir)
     env = rank_environment(cfg, job_id)
     timeout, limited_by = float(cfg.timeout_s), "timeout_s"
     start = time.time()
     rendezvous = None
     if cfg.cluster.launcher == "srun":
-        left = slurm_seconds_left()
+        from .slurm.job import seconds_left, start_rendezvous
+
+        left = seconds_left()
         # Stop the ranks before submitit's SIGUSR2 (signal_delay_s before Slurm's limit, which Slurm may send
         # up to 60 s early: man sbatch, --signal) ends this driver, so the job still records its FAILED run.
         if left is not None:
@@ -218,7 +223,7 @@ def run_job(cfg, job_dir: Path, rank_config: Path) -> JobOutcome:
             if left < timeout:
                 timeout, limited_by = max(1.0, left), "the Slurm job's time limit"
         if str(cfg.cluster.get("rendezvous", "gloo")) == "gloo":
-            rendezvous, rendezvous_env = start_rendezvous(cfg, job_dir, env)
+            rendezvous, rendezvous_env = start_rendezvous(cfg, env)
             env.update(rendezvous_env)
     try:
         rc, reason, leftover = _watch(cmd, env, job_dir, job_id, timeout, limited_by, float(cfg.cluster.kill_grace_s))
@@ -241,8 +246,8 @@ def run_job(cfg, job_dir: Path, rank_config: Path) -> JobOutcome:
     elif not reason:
         reason = f"the launcher exited 0 but rank 0 wrote no {result_file}"
     status = "FINISHED" if not reason and result is not None else "FAILED"
-    return JobOutcome(status=status, reason=reason, returncode=rc, job_start_unix=start, job_end_unix=end,
-                      result=result, logs=collect_logs(job_dir), command=cmd, leftover_pids=leftover)
+    logs = collect_logs(job_dir)
+    return JobOutcome(status, reason, rc, start, end, result, logs=logs, command=cmd, leftover_pids=leftover)
 
 
 def _watch(cmd, env, job_dir: Path, job_id: str, timeout: float, limited_by: str, grace_s: float):
@@ -250,8 +255,15 @@ def _watch(cmd, env, job_dir: Path, job_id: str, timeout: float, limited_by: str
     with open(job_dir / LAUNCHER_LOG, "w") as log:
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
-        popen = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=env, cwd=os.getcwd(), start_new_session=True)
+        popen = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            cwd=os.getcwd(),
+            start_new_session=True,
+        )
         try:
             rc = popen.wait(timeout=timeout)
             reason = "" if rc == 0 else f"the launcher exited with code {rc} (a rank failed: see its log)"
@@ -263,116 +275,3 @@ def _watch(cmd, env, job_dir: Path, job_id: str, timeout: float, limited_by: str
             raise
         leftover = _kill_job(popen, job_id, grace_s)
     return rc, reason, leftover
-
-
-# --------------------------------------------------------------------------------------------
-# Inside a Slurm job (cluster=slurm): the job's time limit and the Gloo rendezvous of its ranks
-
-SLURM_RECORD_MARGIN_S = 20.0  # time kept back from the Slurm limit to kill the ranks and record the run
-SLURM_SIGNAL_SLACK_S = 60.0   # Slurm sends a job's --signal up to this much earlier than asked
-
-
-def slurm_seconds_left(environ=os.environ) -> float | None:
-    """Seconds until Slurm ends this job (None outside a job, or without a limit)."""
-    job = environ.get("SLURM_JOB_ID")
-    if not job or not shutil.which("squeue"):
-        return None
-    out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%L"], capture_output=True, text=True, timeout=30)
-    return parse_slurm_duration(out.stdout.strip()) if out.returncode == 0 else None
-
-
-def parse_slurm_duration(text: str) -> float | None:
-    """Slurm's [days-][hours:]minutes:seconds (squeue %L), or None for UNLIMITED/NOT_SET/empty."""
-    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text)
-    if not match:
-        return None
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
-
-
-def start_rendezvous(cfg, job_dir: Path, env: dict) -> tuple[subprocess.Popen, dict[str, str]]:
-    """Horovod's Gloo rendezvous server for this job's ranks (horovodrun starts its own; srun does not)."""
-    from . import slurm
-
-    hosts = slurm.expand_nodelist(os.environ.get("SLURM_JOB_NODELIST") or socket.gethostname())
-    used, per_node = slurm.placement(int(cfg.workers), int(cfg.cluster.nodes), int(cfg.cluster.tasks_per_node))
-    port_file = job_dir / "rendezvous.port"
-    port_file.unlink(missing_ok=True)
-    image = cfg.cluster.get("image")
-    with open(job_dir / "rendezvous.log", "w") as log:
-        server = subprocess.Popen(
-            slurm.rendezvous_command(hosts[:used], per_node, int(cfg.workers), port_file, image=image,
-                                     runtime=str(cfg.cluster.container_runtime)),
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    port = slurm.wait_for_port(port_file, server)
-    # The ranks reach the server on the first node; with one node, on loopback.
-    addr = "127.0.0.1" if used == 1 else socket.gethostname()
-    interface = cfg.cluster.get("network_interface") or ("lo" if used == 1 else None)
-    return server, slurm.gloo_rendezvous_env(addr, port, interface)
-
-
-# --------------------------------------------------------------------------------------------
-# What machine and software a run used
-
-
-PACKAGES = ("tensorflow-cpu", "tensorflow", "keras", "mxnet", "horovod", "numpy", "protobuf", "mlflow",
-            "hydra-core", "omegaconf", "psutil", "scipy", "pandas")
-
-
-def _run(cmd: list[str]) -> str:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform_mod.processor()
-
-
-def _container() -> dict[str, str]:
-    out = {}
-    for var in ("CONTAINER_IMAGE_DIGEST", "SINGULARITY_CONTAINER", "APPTAINER_CONTAINER", "SINGULARITY_NAME",
-                "APPTAINER_NAME"):
-        if os.environ.get(var):
-            out[var.lower()] = os.environ[var]
-    if Path("/.dockerenv").exists():
-        out["docker"] = "yes"
-    return out
-
-
-def git_state(cwd: Path | None = None) -> dict[str, str]:
-    here = str(cwd or Path(__file__).resolve().parent)
-    commit = _run(["git", "-C", here, "rev-parse", "HEAD"])
-    dirty = _run(["git", "-C", here, "status", "--porcelain", "--untracked-files=no"])
-    return {"git_commit": commit or "unknown", "git_dirty": "yes" if dirty else "no"}
-
-
-def environment_manifest() -> dict:
-    """Package versions, CPU/GPU model, driver, hostname, git commit and container (if any)."""
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    gpus = _run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]) \
-        if shutil.which("nvidia-smi") else ""
-    return {
-        "hostname": socket.gethostname(),
-        "python": sys.version.split()[0],
-        "executable": sys.executable,
-        "os": platform_mod.platform(),
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "gpus": [line.strip() for line in gpus.splitlines() if line.strip()],
-        "packages": versions,
-        **git_state(),
-        "container": _container(),
-    }

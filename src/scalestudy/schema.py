@@ -5,21 +5,22 @@ params in REQUIRED_PARAMS, the tag `source` (published | measured), and, for pub
 a `citation` tag. Metrics are optional by name (a source logs what it knows, never zeros for
 what it does not), but their names and units are fixed here.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import hashlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REQUIRED_PARAMS = (
-    "model",             # canonical model name, see MODELS
-    "framework",         # tensorflow | mxnet (the backend that ran the graph)
-    "workers",           # number of GPUs or ranks
-    "device",            # P100, K80, V100, cpu, ...
-    "data",              # synthetic | real | cifar10 | cifar10-299 ...
+    "model",  # canonical model name, see MODELS
+    "framework",  # tensorflow | mxnet (the backend that ran the graph)
+    "workers",  # number of GPUs or ranks
+    "device",  # P100, K80, V100, cpu, ...
+    "data",  # synthetic | real | cifar10 | cifar10-299 ...
     "batch_per_worker",  # images per worker per step (weak scaling: global batch = workers x this)
-    "platform",          # machine or cluster the run was made on
+    "platform",  # machine or cluster the run was made on
 )
 # Optional params, where a source states them: api, variable_update, epochs, seed, protocol
 # (keras: plain | reduce-randomization), steps (total training steps of the job, all ranks together).
@@ -49,9 +50,7 @@ METRICS = {
     "time_launch_s": "start of the job to the last rank's process start, s (launcher overhead, part of time_init_s)",
 }
 # Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
-SERIES = {
-    "step_throughput_total": "instantaneous images/s summed over workers at that step",
-}
+SERIES = {"step_throughput_total": "instantaneous images/s summed over workers at that step"}
 
 SOURCES = ("published", "measured")
 
@@ -94,17 +93,17 @@ class RunRecord:
     """One run as an importer or the harness describes it, before it is written to MLflow."""
 
     experiment: str
-    key: str                      # stable identity inside the experiment (idempotent imports)
+    key: str  # stable identity inside the experiment (idempotent imports)
     params: dict[str, object]
     metrics: dict[str, float] = field(default_factory=dict)
     tags: dict[str, str] = field(default_factory=dict)
     # name -> list of (step, unix time in ms, value)
     series: dict[str, list[tuple[int, int, float]]] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)  # artifact folder -> local file
-    status: str = "FINISHED"      # FINISHED | FAILED
+    status: str = "FINISHED"  # FINISHED | FAILED
     start_ms: int | None = None
     end_ms: int | None = None
-    where: str = ""               # file:line this record came from, for error messages
+    where: str = ""  # file:line this record came from, for error messages
 
     def validate(self) -> None:
         missing = [p for p in REQUIRED_PARAMS if p not in self.params or self.params[p] in (None, "")]
@@ -133,7 +132,8 @@ class RunRecord:
         files = {name: hashlib.sha256(Path(path).read_bytes()).hexdigest() for name, path in self.artifacts.items()}
         blob = json.dumps(
             [self.params, self.metrics, self.tags, self.series, files, self.status, self.start_ms, self.end_ms],
-            sort_keys=True, default=str,
+            sort_keys=True,
+            default=str,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

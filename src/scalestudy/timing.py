@@ -8,7 +8,7 @@ Method (DESIGN.md, "Measurement method"):
   Clock: time.perf_counter (monotonic), with one time.time() anchor taken at the same moment to
   turn readings into wall-clock times for MLflow's step timestamps.
 - Steps 0 .. warmup_steps-1 are warm-up and are excluded from every throughput number; they stay
-  in the per-step series, where derive.warmup_end reports where the warm-up looks over.
+  in the per-step series, where warmup.warmup_end reports where the warm-up looks over.
 - A rank's throughput = images it processed in the measured steps / time those steps took.
   throughput_total = sum over ranks of what each rank measured (not rank 0 x N);
   throughput_per_worker = mean over ranks.
@@ -22,17 +22,19 @@ Method (DESIGN.md, "Measurement method"):
   init); time_per_epoch_s = mean over complete epochs of the slowest rank's
   epoch time (epoch 0 includes the warm-up).
 """
+
 from __future__ import annotations
 
 import math
 import resource
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 
 from .schema import SERIES
+from .warmup import warmup_end
 
 STEP_SERIES = "step_throughput_total"
 assert STEP_SERIES in SERIES
@@ -48,10 +50,11 @@ class TimingError(ValueError):
 
 @dataclass
 class StepTimer:
-    """Clock readings of one rank: call start() before the first step, step_done() after each step
-    has finished on the device, epoch_done() after the last step of each epoch."""
+    """Clock readings of one rank: call start() before the first step and step_done() after each step
+    has finished on the device; every `steps_per_epoch` steps end an epoch."""
 
     images_per_step: int
+    steps_per_epoch: int | None = None
     clock: Callable[[], float] = time.perf_counter
     wall: Callable[[], float] = time.time
     loop_start: float | None = None
@@ -74,10 +77,9 @@ class StepTimer:
         if self.loop_start is None:
             raise RuntimeError("StepTimer.step_done() before start()")
         self.step_ends.append(self.clock())
+        if self.steps_per_epoch and len(self.step_ends) % self.steps_per_epoch == 0:
+            self.epoch_ends.append(len(self.step_ends))
         return len(self.step_ends) - 1
-
-    def epoch_done(self) -> None:
-        self.epoch_ends.append(len(self.step_ends))
 
     @property
     def steps(self) -> int:
@@ -126,8 +128,14 @@ def mean_interval(values: Sequence[float], level: float = 0.95) -> dict[str, flo
     mean = float(x.mean())
     stderr = float(x.std(ddof=1) / math.sqrt(n))
     half = float(student_t.ppf(0.5 + level / 2, n - 1)) * stderr
-    return {"mean": mean, "median": float(np.median(x)), "stderr": stderr,
-            "ci_low": mean - half, "ci_high": mean + half, "n": n}
+    return {
+        "mean": mean,
+        "median": float(np.median(x)),
+        "stderr": stderr,
+        "ci_low": mean - half,
+        "ci_high": mean + half,
+        "n": n,
+    }
 
 
 def check_steps(total_steps: int, warmup_steps: int, min_measured: int) -> int:
@@ -137,7 +145,8 @@ def check_steps(total_steps: int, warmup_steps: int, min_measured: int) -> int:
     if measured < need:
         raise TimingError(
             f"only {measured} measured steps ({total_steps} steps run, {warmup_steps} of them warm-up); "
-            f"at least {need} are required (min_measured_steps={min_measured}): run more steps or fewer warm-up steps")
+            f"at least {need} are required (min_measured_steps={min_measured}): run more steps or fewer warm-up steps"
+        )
     return measured
 
 
@@ -160,8 +169,6 @@ def aggregate(ranks: Sequence[dict], *, warmup_steps: int, min_measured: int, jo
     "per_rank": [{rank, throughput, steps}, ...]}. Raises TimingError when there are too few
     measured steps or the ranks did not run the same number of steps.
     """
-    from .derive import warmup_end
-
     if not ranks:
         raise TimingError("no rank reported any timing")
     counts = {len(r["step_end_unix"]) for r in ranks}
@@ -204,7 +211,7 @@ def aggregate(ranks: Sequence[dict], *, warmup_steps: int, min_measured: int, jo
         slowest = [max(e[i] for e in epochs) for i in range(n_epochs)]
         metrics["time_per_epoch_s"] = float(np.mean(slowest))
     stamps = ranks[0]["step_end_unix"]
-    series = [(step, int(round(stamps[step] * 1000)), float(totals[step])) for step in range(total_steps)]
+    series = [(step, round(stamps[step] * 1000), float(totals[step])) for step in range(total_steps)]
     return {
         "metrics": metrics,
         "series": {STEP_SERIES: series},

@@ -7,14 +7,15 @@ Writes always go through MLflow's client. Reads have two paths that return the s
 - any other store (an `mlflow server`) goes through `MlflowClient.search_runs`, paginated.
 tests/test_tracking.py checks that both paths give the same table on the same store.
 """
+
 from __future__ import annotations
 
 import logging
 import os
 import sqlite3
+from collections.abc import Iterable
 from itertools import zip_longest
 from pathlib import Path
-from typing import Iterable
 from urllib.parse import unquote, urlparse
 
 import pandas as pd
@@ -48,7 +49,7 @@ def sqlite_path(uri: str) -> Path | None:
     if parsed.scheme != "sqlite":
         return None
     # sqlite:////abs/path -> path '//abs/path'; sqlite:///rel/path -> '/rel/path'
-    raw = unquote(uri[len("sqlite:///"):])
+    raw = unquote(uri[len("sqlite:///") :])
     return Path(raw)
 
 
@@ -80,8 +81,11 @@ def ensure_experiment(client, uri: str, name: str) -> str:
     root = artifact_root(uri)
     try:
         # The kind tag makes MLflow 3's UI open the experiment on its runs table, not the GenAI overview.
-        return client.create_experiment(name, artifact_location=(root / name).as_uri() if root else None,
-                                        tags={"mlflow.experimentKind": "custom_model_development"})
+        return client.create_experiment(
+            name,
+            artifact_location=(root / name).as_uri() if root else None,
+            tags={"mlflow.experimentKind": "custom_model_development"},
+        )
     except MlflowException as err:
         # Sweep jobs start at once: another writer may have created it between our get and create.
         if err.error_code != "RESOURCE_ALREADY_EXISTS":
@@ -108,8 +112,8 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
         metrics += [Metric(name, float(v), int(ts), int(step)) for step, ts, v in points]
     # Few write transactions per run (each waits for a disk sync): MLflow caps a batch at 100 params
     # and 1000 metrics, which one batch holds for nearly every run.
-    param_chunks = [params[i:i + 100] for i in range(0, len(params), 100)]
-    metric_chunks = [metrics[i:i + 1000] for i in range(0, len(metrics), 1000)]
+    param_chunks = [params[i : i + 100] for i in range(0, len(params), 100)]
+    metric_chunks = [metrics[i : i + 1000] for i in range(0, len(metrics), 1000)]
     for param_chunk, metric_chunk in zip_longest(param_chunks, metric_chunks, fillvalue=[]):
         client.log_batch(run_id, params=param_chunk, metrics=metric_chunk)
     for name, path in sorted(rec.artifacts.items()):
@@ -211,13 +215,17 @@ def _read_sqlite(path: Path) -> pd.DataFrame:
             "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment, r.status,"
             " r.start_time AS start_ms, r.end_time AS end_ms"
             " FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id"
-            " WHERE r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'", con)
+            " WHERE r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'",
+            con,
+        )
         active = "(SELECT run_uuid FROM runs WHERE lifecycle_stage = 'active')"
         params = pd.read_sql_query(f"SELECT run_uuid AS run_id, key, value FROM params WHERE run_uuid IN {active}", con)
         tags = pd.read_sql_query(f"SELECT run_uuid AS run_id, key, value FROM tags WHERE run_uuid IN {active}", con)
         metrics = pd.read_sql_query(
             "SELECT run_uuid AS run_id, key, CASE WHEN is_nan THEN NULL ELSE value END AS value"
-            f" FROM latest_metrics WHERE run_uuid IN {active}", con)
+            f" FROM latest_metrics WHERE run_uuid IN {active}",
+            con,
+        )
     finally:
         con.close()
     return _tidy(runs, params, metrics, tags)
@@ -229,8 +237,16 @@ def _read_api(uri: str) -> pd.DataFrame:
     rows, params, metrics, tags = [], [], [], []
     for run in _search_all(client, list(experiments)):
         info = run.info
-        rows.append({"run_id": info.run_id, "run_name": info.run_name, "experiment": experiments[info.experiment_id],
-                     "status": info.status, "start_ms": info.start_time, "end_ms": info.end_time})
+        rows.append(
+            {
+                "run_id": info.run_id,
+                "run_name": info.run_name,
+                "experiment": experiments[info.experiment_id],
+                "status": info.status,
+                "start_ms": info.start_time,
+                "end_ms": info.end_time,
+            }
+        )
         params += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.params.items()]
         metrics += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.metrics.items()]
         tags += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.tags.items()]
@@ -240,15 +256,20 @@ def _read_api(uri: str) -> pd.DataFrame:
 
 
 def load_runs(uri: str | None = None, *, via_api: bool = False) -> pd.DataFrame:
-    """Every active run of every experiment in the store, as one tidy table (one row per run)."""
+    """Every active run of every experiment in the store, as one tidy table (one row per run).
+
+    `table.attrs["reader"]` says which path read it: "sqlite" (direct) or "api" (MlflowClient)."""
     uri = uri or tracking_uri()
     path = sqlite_path(uri)
     if path is not None and not via_api:
         table = _read_sqlite(path)
         if table is not None:
+            table.attrs["reader"] = "sqlite"
             return table
         log.warning("MLflow schema of %s is not one this reader knows; reading through the MLflow API", path)
-    return _read_api(uri)
+    table = _read_api(uri)
+    table.attrs["reader"] = "api"
+    return table
 
 
 def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = None) -> pd.DataFrame:
@@ -266,13 +287,18 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
             return pd.read_sql_query(
                 "SELECT run_uuid AS run_id, key, step, timestamp AS timestamp_ms, value FROM metrics"
                 f" WHERE run_uuid IN ({marks(run_ids)}) AND key IN ({marks(names)}) AND NOT is_nan"
-                " ORDER BY run_uuid, key, step, timestamp", con, params=[*run_ids, *names])
+                " ORDER BY run_uuid, key, step, timestamp",
+                con,
+                params=[*run_ids, *names],
+            )
         finally:
             con.close()
     client = _client(uri)
     rows = [
         {"run_id": r, "key": k, "step": m.step, "timestamp_ms": m.timestamp, "value": m.value}
-        for r in run_ids for k in names for m in client.get_metric_history(r, k)
+        for r in run_ids
+        for k in names
+        for m in client.get_metric_history(r, k)
     ]
     return pd.DataFrame(rows, columns=columns).sort_values(columns[:4], kind="stable").reset_index(drop=True)
 

@@ -4,6 +4,7 @@ Runs `mlflow server` on tracking.tracking_uri() (the SQLite store by default), b
 only, with one worker and without MLflow's background job runner. `serve(uri, port)` starts the
 same server for tests and stops it (its whole process group) on exit.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -17,7 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from typing import Iterator
+from collections.abc import Iterator
 
 from .tracking import artifact_root, sqlite_path, tracking_uri
 
@@ -28,8 +29,20 @@ def server_command(uri: str, host: str = "127.0.0.1", port: int = 5000) -> list[
     """The `mlflow server` command line for the store at `uri`."""
     if host not in LOOPBACK:
         raise ValueError(f"host {host!r}: the UI binds to loopback only ({', '.join(LOOPBACK)})")
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-           "--host", host, "--port", str(port), "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     path = sqlite_path(uri)
     if path is not None:
         artifacts = artifact_root(uri)  # where tracking.py puts the store's artifacts
@@ -44,11 +57,13 @@ def _url(host: str, port: int) -> str:
 
 def server_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # no huey job runner next to the UI
-        "MLFLOW_DISABLE_TELEMETRY": "true",
-        "DO_NOT_TRACK": "true",
-    })
+    env.update(
+        {
+            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # no huey job runner next to the UI
+            "MLFLOW_DISABLE_TELEMETRY": "true",
+            "DO_NOT_TRACK": "true",
+        }
+    )
     return env
 
 
@@ -80,8 +95,14 @@ def serve(uri: str, port: int, host: str = "127.0.0.1", timeout_s: float = 60.0)
         if probe.connect_ex((host, port)) == 0:
             raise RuntimeError(f"{base_url} is already in use: pick another port")
     with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(server_command(uri, host, port), env=server_env(), stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            server_command(uri, host, port),
+            env=server_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + timeout_s
             while True:
@@ -119,8 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no store at {path}: import the published runs first (make import)", file=sys.stderr)
         return 2
     url = _url(args.host, args.port)
-    print(f"MLflow UI on {uri}\nopen {url}  (runs tables: 'Model training' at the top left; Ctrl-C stops it)",
-          flush=True)
+    print(
+        f"MLflow UI on {uri}\nopen {url}  (runs tables: 'Model training' at the top left; Ctrl-C stops it)", flush=True
+    )
     proc = subprocess.Popen(server_command(uri, args.host, args.port), env=server_env(), start_new_session=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server group
     try:

@@ -3,6 +3,7 @@
 Each job runs in its Slurm allocation as the job's driver would: it starts `workers` ranks as one srun step
 built by scalestudy.slurm.srun_command (through the `rank` wrapper), and returns what each rank saw.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,7 +23,7 @@ RANK_PROGRAM = (
 
 @hydra.main(config_path="conf", config_name="app", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    from scalestudy.slurm import srun_command
+    from scalestudy.slurm.commands import srun_command
 
     out = Path(HydraConfig.get().runtime.output_dir)
     log_dir = out / "rank-logs"
@@ -31,8 +32,13 @@ def main(cfg: DictConfig) -> dict:
     ranks = {}
     for stdout in sorted(log_dir.glob("rank.*/stdout")):
         ranks[stdout.parent.name] = json.loads(stdout.read_text().strip().splitlines()[-1])
-    result = {"workers": int(cfg.workers), "returncode": step.returncode, "command": cmd, "ranks": ranks,
-              "srun_output": step.stdout + step.stderr}
+    result = {
+        "workers": int(cfg.workers),
+        "returncode": step.returncode,
+        "command": cmd,
+        "ranks": ranks,
+        "srun_output": step.stdout + step.stderr,
+    }
     (out / "result.json").write_text(json.dumps(result, indent=1))
     if cfg.fail:
         raise RuntimeError(f"job with workers={cfg.workers} asked to fail")

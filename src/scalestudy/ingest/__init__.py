@@ -4,15 +4,16 @@ Each importer is a pure parser `read(folder) -> list[RunRecord]` over one folder
 experiments/reference/; it raises SchemaError naming file and line on bad input. Nothing is
 written until every record of a dataset has parsed and validated.
 """
+
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Callable, Iterator
 
 import yaml
 
-from ..schema import RunRecord, SchemaError
+from ..schema import NUMERIC_PARAMS, RunRecord, SchemaError, canonical_model
 
 REFERENCE_DIR = Path("experiments") / "reference"
 
@@ -31,8 +32,13 @@ def read_source(folder: Path) -> dict[str, str]:
 
 
 def published_tags(source: dict[str, str], where: str) -> dict[str, str]:
-    return {"source": "published", "citation": source["citation"], "dataset": source["experiment"],
-            "source_url": source.get("url") or "", "source_line": where}
+    return {
+        "source": "published",
+        "citation": source["citation"],
+        "dataset": source["experiment"],
+        "source_url": source.get("url") or "",
+        "source_line": where,
+    }
 
 
 def csv_rows(path: Path, columns: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
@@ -59,6 +65,21 @@ def number(text: str, where: str, column: str, kind: Callable = float):
     if value != value or value < 0:
         raise SchemaError(f"{where}: column {column!r}: {text!r} is not a valid measurement")
     return value
+
+
+def csv_params(row: dict[str, str], where: str, columns: Mapping[str, str], **fixed) -> dict[str, object]:
+    """A run's params from a CSV row: `columns` maps a param to its CSV column; the model is made canonical,
+    the numeric params (schema.NUMERIC_PARAMS) read as whole numbers; `fixed` params are the same for every row."""
+    params: dict[str, object] = dict(fixed)
+    for param, column in columns.items():
+        text = row[column]
+        if param == "model":
+            params[param] = canonical_model(text, where)
+        elif param in NUMERIC_PARAMS:
+            params[param] = number(text, where, column, int)
+        else:
+            params[param] = text
+    return params
 
 
 def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:

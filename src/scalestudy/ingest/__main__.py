@@ -1,4 +1,5 @@
 """python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent)."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,12 @@ from . import REFERENCE_DIR, read_source, registry
 def main(argv: list[str] | None = None) -> int:
     parsers = registry()
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__)
-    ap.add_argument("datasets", nargs="*", metavar="DATASET",
-                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")
+    ap.add_argument(
+        "datasets",
+        nargs="*",
+        metavar="DATASET",
+        help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})",
+    )
     ap.add_argument("--reference-dir", type=Path, default=REFERENCE_DIR)
     args = ap.parse_args(argv)
     names = args.datasets or list(parsers)
@@ -33,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
             parsed[name] = (read_source(folder)["experiment"], records)
         for name, (experiment, records) in parsed.items():
             counts = sync_experiment(experiment, records, uri)
-            print(f"{name}: {len(records)} runs in experiment {experiment!r} "
-                  + ", ".join(f"{v} {k}" for k, v in counts.items()))
+            print(
+                f"{name}: {len(records)} runs in experiment {experiment!r} "
+                + ", ".join(f"{v} {k}" for k, v in counts.items())
+            )
     except SchemaError as err:
         print(f"import failed, nothing written for this dataset: {err}", file=sys.stderr)
         return 2

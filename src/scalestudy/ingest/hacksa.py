@@ -16,14 +16,15 @@ following the study's own reading (experiments/reference/hacksa-2019/README.md):
 
 Timestamps: TensorFlow's and Slurm's lines are in the cluster's local time; the benchmark hook writes UTC ('...Z').
 """
+
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-import re
 
 from ..schema import RunRecord, SchemaError, canonical_model
 from . import published_tags, read_source
@@ -35,11 +36,11 @@ from . import published_tags, read_source
 CLUSTER_UTC_OFFSET = timedelta(hours=1)
 CLUSTER_TZ = timezone(CLUSTER_UTC_OFFSET, "CET")
 
-DEFAULT_MODEL = "resnet_v2_101"   # `N.err` files: the model is not in the file name
+DEFAULT_MODEL = "resnet_v2_101"  # `N.err` files: the model is not in the file name
 BATCH_PER_WORKER = 64
-TOTAL_STEPS = 200                 # the job script's --steps, split over the ranks (steps // N each)
-DEVICE_DEFAULT = "V100"           # the README's fact, used when a log names no GPU
-PLATFORM = "bsc-power9"           # IBM POWER9 nodes, 4x V100-SXM2-16GB each
+TOTAL_STEPS = 200  # the job script's --steps, split over the ranks (steps // N each)
+DEVICE_DEFAULT = "V100"  # the README's fact, used when a log names no GPU
+PLATFORM = "bsc-power9"  # IBM POWER9 nodes, 4x V100-SXM2-16GB each
 
 FILE_RE = re.compile(r"^(?P<n>\d+)(?:\.(?P<model>[A-Za-z0-9_\-]+))?\.err$")
 DATE_RE = re.compile(r"^\s*Date is now:\s*(?P<ts>.*?)\s*$")
@@ -58,9 +59,14 @@ BENCH_KEYS = ("name", "value", "global_step", "timestamp")
 # Lines that say why a job ended early, most telling first (what the log says, quoted in failure_reason).
 FAILURE_PATTERNS = [
     ("Slurm", re.compile(r"slurmstepd: error: .*")),
-    ("Open MPI", re.compile(r"ORTE has lost communication with a remote daemon.*|"
-                            r"mpirun noticed that process rank .*|Primary job\s+terminated normally.*|"
-                            r"ORTE was unable to reliably start.*|An ORTE daemon has unexpectedly failed.*")),
+    (
+        "Open MPI",
+        re.compile(
+            r"ORTE has lost communication with a remote daemon.*|"
+            r"mpirun noticed that process rank .*|Primary job\s+terminated normally.*|"
+            r"ORTE was unable to reliably start.*|An ORTE daemon has unexpectedly failed.*"
+        ),
+    ),
     ("Python", re.compile(r"^[\w.]*(Error|Exception): .*")),
     ("Horovod stall", re.compile(r".*\[missing ranks: [\d, ]+\]")),
 ]
@@ -83,7 +89,7 @@ class _Log:
     init_line: int = 0
     took: float | None = None
     took_line: int = 0
-    last_ms: int | None = None        # latest timestamp anywhere in the log, unix ms
+    last_ms: int | None = None  # latest timestamp anywhere in the log, unix ms
     n_lines: int = 0
     last_text: str = ""
     last_global_step: int | None = None  # of the `accuracy = ..., global_step = N` lines
@@ -108,10 +114,11 @@ def _utc(text: str, where: str) -> datetime:
     try:
         if not text.endswith("Z"):
             raise ValueError
-        return datetime.strptime(text[:-1], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=timezone.utc)
+        return datetime.strptime(text[:-1], "%Y-%m-%dT%H:%M:%S.%f").replace(tzinfo=UTC)
     except ValueError:
         raise SchemaError(
-            f"{where}: benchmark timestamp {text!r} does not parse as UTC 'YYYY-MM-DDTHH:MM:SS.ffffffZ'") from None
+            f"{where}: benchmark timestamp {text!r} does not parse as UTC 'YYYY-MM-DDTHH:MM:SS.ffffffZ'"
+        ) from None
 
 
 def _ms(moment: datetime) -> int:
@@ -187,8 +194,9 @@ def _bench(text: str, where: str, number: int) -> _Bench:
     try:
         entry = ast.literal_eval(text.strip())
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        raise SchemaError(f"{where}: 'Benchmark metric' entry does not parse (truncated?): {text.strip()[:120]!r}") \
-            from None
+        raise SchemaError(
+            f"{where}: 'Benchmark metric' entry does not parse (truncated?): {text.strip()[:120]!r}"
+        ) from None
     if not isinstance(entry, dict):
         raise SchemaError(f"{where}: 'Benchmark metric' entry is not a dict: {text.strip()[:120]!r}")
     missing = [k for k in BENCH_KEYS if k not in entry]
@@ -209,8 +217,9 @@ def _bench(text: str, where: str, number: int) -> _Bench:
 def _failure_reason(path: Path, log: _Log) -> str:
     """The most telling line of the log (FAILURE_PATTERNS order), then the first line of each other kind."""
     if not log.failures:
-        return (f"the log ends at line {log.n_lines} without a 'Training took' line; its last line: "
-                f"{log.last_text[:200]!r}")
+        return (
+            f"the log ends at line {log.n_lines} without a 'Training took' line; its last line: {log.last_text[:200]!r}"
+        )
     first: dict[str, tuple[int, int, str]] = {}
     for rank, kind, number, text in log.failures:
         first.setdefault(kind, (rank, number, text))
@@ -238,8 +247,10 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         raise SchemaError(f"{path}:{log.n_lines}: no ' Date is now:' line (the job's start) in the log")
     for number, log_model, log_n in log.model_dirs:
         if canonical_model(log_model, f"{path}:{number}") != model or log_n != workers:
-            raise SchemaError(f"{path}:{number}: the log's model_dir names cifar10_{log_model}.{log_n}, "
-                              f"but the file name says {model} on {workers} GPUs")
+            raise SchemaError(
+                f"{path}:{number}: the log's model_dir names cifar10_{log_model}.{log_n}, "
+                f"but the file name says {model} on {workers} GPUs"
+            )
     if len(log.devices) > 1:
         raise SchemaError(f"{path}:1: the log names several GPU kinds: {sorted(log.device_names)}")
 
@@ -248,16 +259,23 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
     if log.device_names:
         tags["device_name"] = sorted(log.device_names)[0]
     params: dict[str, object] = {
-        "model": model, "framework": "tensorflow", "api": "tf.estimator+horovod", "workers": workers,
-        "device": next(iter(log.devices), DEVICE_DEFAULT), "data": "cifar10", "batch_per_worker": BATCH_PER_WORKER,
+        "model": model,
+        "framework": "tensorflow",
+        "api": "tf.estimator+horovod",
+        "workers": workers,
+        "device": next(iter(log.devices), DEVICE_DEFAULT),
+        "data": "cifar10",
+        "batch_per_worker": BATCH_PER_WORKER,
         "platform": PLATFORM,
     }
     last_step = max((b.step for b in log.bench), default=None)
     if model == "vgg19":
         # The VGG-19 logs (2018-12-31, an earlier job script) ran more steps than 200: 1 GPU logs global step
         # 490, 2 GPUs 240, 4 GPUs 120 (500 // N each), but 32 GPUs log step 30 (> 500 // 32): no steps is stated.
-        tags["steps_note"] = ("the VGG-19 jobs ran more than the README's 200 steps (1 GPU reaches global step 490); "
-                              "their step count is not stated, so no steps param")
+        tags["steps_note"] = (
+            "the VGG-19 jobs ran more than the README's 200 steps (1 GPU reaches global step 490); "
+            "their step count is not stated, so no steps param"
+        )
     else:
         params["steps"] = TOTAL_STEPS
     metrics: dict[str, float] = {}
@@ -265,16 +283,19 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
 
     if log.init_end is not None:
         if log.init_end < log.start:
-            raise SchemaError(f"{path}:{log.init_line}: shuffle buffer filled before the job's start "
-                              f"(line {log.start_line})")
+            raise SchemaError(
+                f"{path}:{log.init_line}: shuffle buffer filled before the job's start (line {log.start_line})"
+            )
         metrics["time_init_s"] = (log.init_end - log.start).total_seconds()
     if log.took is not None:
         metrics["time_total_s"] = log.took
         if "time_init_s" in metrics:
             metrics["time_work_s"] = log.took - metrics["time_init_s"]
             if metrics["time_work_s"] <= 0:
-                raise SchemaError(f"{path}:{log.took_line}: 'Training took' {log.took} s is not longer than "
-                                  f"the initialisation ({metrics['time_init_s']:.3f} s)")
+                raise SchemaError(
+                    f"{path}:{log.took_line}: 'Training took' {log.took} s is not longer than "
+                    f"the initialisation ({metrics['time_init_s']:.3f} s)"
+                )
 
     # Benchmark lines: one per rank per logged step, not labelled by rank.
     groups: dict[str, dict[int, list[_Bench]]] = {name: defaultdict(list) for name in BENCH_NAMES}
@@ -283,12 +304,16 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         group = groups[b.name][b.step]
         group.append(b)
         if len(group) > workers:
-            raise SchemaError(f"{path}:{b.line}: {len(group)} '{b.name}' lines for global step {b.step}, "
-                              f"but the job has {workers} ranks")
+            raise SchemaError(
+                f"{path}:{b.line}: {len(group)} '{b.name}' lines for global step {b.step}, "
+                f"but the job has {workers} ranks"
+            )
         by_step[b.step].append(b)
         if log.init_end is not None and b.ms < _ms(log.init_end):
-            raise SchemaError(f"{path}:{b.line}: benchmark line precedes the end of initialisation "
-                              f"(line {log.init_line}): is CLUSTER_UTC_OFFSET right for this log?")
+            raise SchemaError(
+                f"{path}:{b.line}: benchmark line precedes the end of initialisation "
+                f"(line {log.init_line}): is CLUSTER_UTC_OFFSET right for this log?"
+            )
 
     notes = []
     averages = groups["average_examples_per_sec"]
@@ -299,8 +324,10 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         complete = len(values) == workers
         metrics["throughput_total"] = sum(values) if complete else metrics["throughput_per_worker"] * workers
         if len(values) != workers:
-            notes.append(f"last logged step {step} has {len(values)} of {workers} ranks' average_examples_per_sec "
-                         f"lines: per-worker throughput is their mean, total = mean x {workers}")
+            notes.append(
+                f"last logged step {step} has {len(values)} of {workers} ranks' average_examples_per_sec "
+                f"lines: per-worker throughput is their mean, total = mean x {workers}"
+            )
     currents = groups["current_examples_per_sec"]
     series = []
     incomplete = []
@@ -315,12 +342,20 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
     if not log.bench:
         if log.took is not None:
             per_rank = TOTAL_STEPS // workers if "steps" in params else None
-            notes.append("no 'Benchmark metric' line in the log: the benchmark hook first logs at global step 21"
-                         + (f", and each of the {workers} ranks ran only {TOTAL_STEPS} // {workers} = {per_rank} steps"
-                            f" (last logged global step {log.last_global_step})" if per_rank is not None else ""))
+            notes.append(
+                "no 'Benchmark metric' line in the log: the benchmark hook first logs at global step 21"
+                + (
+                    f", and each of the {workers} ranks ran only {TOTAL_STEPS} // {workers} = {per_rank} steps"
+                    f" (last logged global step {log.last_global_step})"
+                    if per_rank is not None
+                    else ""
+                )
+            )
         else:
-            notes.append("no 'Benchmark metric' line in the log: the job ended before the first logged step "
-                         f"(last global step in the log: {log.last_global_step})")
+            notes.append(
+                "no 'Benchmark metric' line in the log: the job ended before the first logged step "
+                f"(last global step in the log: {log.last_global_step})"
+            )
     if notes:
         tags["throughput_note"] = "; ".join(notes)
     if last_step is not None:
@@ -331,17 +366,27 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         end_ms = start_ms + round(log.took * 1000)
         late = [b for b in log.bench if b.ms > end_ms]
         if late:
-            raise SchemaError(f"{path}:{late[0].line}: benchmark line comes after the end of training "
-                              f"(start line {log.start_line} + 'Training took' line {log.took_line}): "
-                              "is CLUSTER_UTC_OFFSET right for this log?")
+            raise SchemaError(
+                f"{path}:{late[0].line}: benchmark line comes after the end of training "
+                f"(start line {log.start_line} + 'Training took' line {log.took_line}): "
+                "is CLUSTER_UTC_OFFSET right for this log?"
+            )
     else:
         status = "FAILED"
         tags["failure_reason"] = _failure_reason(path, log)
         end_ms = log.last_ms if log.last_ms is not None else start_ms
     return RunRecord(
-        experiment=source["experiment"], key=path.name, params=params, metrics=metrics, tags=tags,
-        series={"step_throughput_total": series} if series else {}, artifacts={"log": str(path)},
-        status=status, start_ms=start_ms, end_ms=end_ms, where=f"{path}:{log.start_line}",
+        experiment=source["experiment"],
+        key=path.name,
+        params=params,
+        metrics=metrics,
+        tags=tags,
+        series={"step_throughput_total": series} if series else {},
+        artifacts={"log": str(path)},
+        status=status,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        where=f"{path}:{log.start_line}",
     )
 
 

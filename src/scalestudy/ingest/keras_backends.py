@@ -8,10 +8,11 @@ profiling_results.md is read as a small state machine over its headings:
   `#### MXNet Backend` / `#### Tensorflow Backend`   framework of the next table
 Each table's header names the GPU counts (`GPU (1)`, `GPU(8)`); each row one metric (ROW_METRICS).
 """
+
 from __future__ import annotations
 
-from pathlib import Path
 import re
+from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
 from . import number, published_tags, read_source
@@ -61,8 +62,9 @@ def _setup(key: str, value: str, where: str, into: dict[str, object], notes: dic
     elif key == "machine":
         m = MACHINE_RE.search(value)
         if not m or m[1].lower() not in INSTANCE_GPUS:
-            raise SchemaError(f"{where}: machine {value!r} is not an AWS EC2 instance of a known family "
-                              f"({', '.join(INSTANCE_GPUS)})")
+            raise SchemaError(
+                f"{where}: machine {value!r} is not an AWS EC2 instance of a known family ({', '.join(INSTANCE_GPUS)})"
+            )
         into["platform"] = f"aws-{m[1].lower()}.{m[2].lower()}"
         into["device"] = INSTANCE_GPUS[m[1].lower()]
     elif key == "batchsize":
@@ -71,8 +73,10 @@ def _setup(key: str, value: str, where: str, into: dict[str, object], notes: dic
             raise SchemaError(f"{where}: batch size {value!r} is not a number")
         into["batch_per_worker"] = int(m[1])
         if "per gpu" not in m[2].lower():
-            notes["batch_note"] = (f"the setup states 'Batchsize - {value}' without 'per GPU'; "
-                                   "the per-GPU reading of the ResNet50 setup is assumed")
+            notes["batch_note"] = (
+                f"the setup states 'Batchsize - {value}' without 'per GPU'; "
+                "the per-GPU reading of the ResNet50 setup is assumed"
+            )
     elif key == "epochs":
         into["epochs"] = number(value.rstrip("."), where, "Epochs", int)
     elif key == "random seed":
@@ -91,13 +95,13 @@ def read(folder: Path) -> list[RunRecord]:
 
     records: list[RunRecord] = []
     model: str | None = None
-    setup: dict[str, object] = {}        # from the model's ### Setup
+    setup: dict[str, object] = {}  # from the model's ### Setup
     setup_notes: dict[str, str] = {}
-    section: dict[str, object] = {}      # from the current ### protocol section (overrides setup)
+    section: dict[str, object] = {}  # from the current ### protocol section (overrides setup)
     protocol: str | None = None
     framework: str | None = None
     bullets_into: dict[str, object] | None = None
-    seen: dict[str, str] = {}            # run key -> where its table starts
+    seen: dict[str, str] = {}  # run key -> where its table starts
 
     i = 0
     while i < len(lines):
@@ -130,8 +134,10 @@ def read(folder: Path) -> list[RunRecord]:
             elif level == 4:
                 backend = BACKEND_RE.match(title)
                 if not backend or protocol is None:
-                    raise SchemaError(f"{where}: unknown heading {title!r} (expected '#### <MXNet|Tensorflow> Backend' "
-                                      "under a protocol section)")
+                    raise SchemaError(
+                        f"{where}: unknown heading {title!r} (expected '#### <MXNet|Tensorflow> Backend' "
+                        "under a protocol section)"
+                    )
                 framework = _framework(backend[1], where)
             i += 1
             continue
@@ -144,8 +150,9 @@ def read(folder: Path) -> list[RunRecord]:
             start = i
             while i < len(lines) and lines[i].lstrip().startswith("|"):
                 i += 1
-            for rec in _table(lines[start:i], start + 1, path, source, model, protocol, framework,
-                              {**setup, **section}, setup_notes):
+            for rec in _table(
+                lines[start:i], start + 1, path, source, model, protocol, framework, {**setup, **section}, setup_notes
+            ):
                 if rec.key in seen:
                     raise SchemaError(f"{rec.where}: a second table for {rec.key!r} (the first: {seen[rec.key]})")
                 seen[rec.key] = rec.where
@@ -166,13 +173,23 @@ def _framework(name: str, where: str) -> str:
     return FRAMEWORKS[key]
 
 
-def _table(rows: list[str], first_line: int, path: Path, source: dict[str, str], model: str | None,
-           protocol: str | None, framework: str | None, settings: dict[str, object],
-           notes: dict[str, str]) -> list[RunRecord]:
+def _table(
+    rows: list[str],
+    first_line: int,
+    path: Path,
+    source: dict[str, str],
+    model: str | None,
+    protocol: str | None,
+    framework: str | None,
+    settings: dict[str, object],
+    notes: dict[str, str],
+) -> list[RunRecord]:
     where = f"{path}:{first_line}"
     if model is None or protocol is None or framework is None:
-        raise SchemaError(f"{where}: table under no known model / backend heading "
-                          "(expected '### Keras 1.2.2 with MXNet backend' or '#### <MXNet|Tensorflow> Backend')")
+        raise SchemaError(
+            f"{where}: table under no known model / backend heading "
+            "(expected '### Keras 1.2.2 with MXNet backend' or '#### <MXNet|Tensorflow> Backend')"
+        )
     for name in ("data", "platform", "device", "batch_per_worker", "epochs"):
         if name not in settings:
             raise SchemaError(f"{where}: the setup of {model} does not state {name}")
@@ -202,7 +219,8 @@ def _table(rows: list[str], first_line: int, path: Path, source: dict[str, str],
         cells = _cells(row)
         if len(cells) != len(header):
             raise SchemaError(
-                f"{row_where}: {len(cells)} cells, expected {len(header)} (label + {len(workers)} GPU counts)")
+                f"{row_where}: {len(cells)} cells, expected {len(header)} (label + {len(workers)} GPU counts)"
+            )
         label = cells[0]
         if label not in ROW_METRICS:
             raise SchemaError(f"{row_where}: unknown row {label!r} (known: {', '.join(ROW_METRICS)})")
@@ -219,10 +237,16 @@ def _table(rows: list[str], first_line: int, path: Path, source: dict[str, str],
     records = []
     for n, values in zip(workers, metrics):
         params: dict[str, object] = {
-            "model": model, "framework": framework, "api": API, "workers": n,
-            "device": settings["device"], "data": settings["data"],
-            "batch_per_worker": settings["batch_per_worker"], "platform": settings["platform"],
-            "epochs": settings["epochs"], "protocol": protocol,
+            "model": model,
+            "framework": framework,
+            "api": API,
+            "workers": n,
+            "device": settings["device"],
+            "data": settings["data"],
+            "batch_per_worker": settings["batch_per_worker"],
+            "platform": settings["platform"],
+            "epochs": settings["epochs"],
+            "protocol": protocol,
         }
         if "seed" in settings:
             params["seed"] = settings["seed"]
@@ -231,11 +255,19 @@ def _table(rows: list[str], first_line: int, path: Path, source: dict[str, str],
         instance = str(settings["platform"]).removeprefix("aws-")
         if n > INSTANCE_GPU_COUNT.get(instance, n):
             # Inception_v3's setup names a P2.8xlarge, yet its Reduce Randomization tables have a 16-GPU column.
-            tags["platform_note"] = (f"{n} GPUs, but the setup names a {instance} "
-                                     f"({INSTANCE_GPU_COUNT[instance]} GPUs); "
-                                     "the platform is imported as the setup names it")
-        records.append(RunRecord(
-            experiment=source["experiment"], key=f"{model}/{protocol}/{framework}/{n}", params=params,
-            metrics=dict(values), tags=tags, where=where,
-        ))
+            tags["platform_note"] = (
+                f"{n} GPUs, but the setup names a {instance} "
+                f"({INSTANCE_GPU_COUNT[instance]} GPUs); "
+                "the platform is imported as the setup names it"
+            )
+        records.append(
+            RunRecord(
+                experiment=source["experiment"],
+                key=f"{model}/{protocol}/{framework}/{n}",
+                params=params,
+                metrics=dict(values),
+                tags=tags,
+                where=where,
+            )
+        )
     return records

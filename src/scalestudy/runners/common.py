@@ -1,6 +1,6 @@
-"""What both runners share and no framework needs: the config file, the step plan, the CIFAR-10
-archive, the test-only fault, and rank 0's result file. A rank imports only its own framework;
-this module imports neither."""
+"""What both runners share and no framework needs: the step plan, the CIFAR-10 archive, the test-only
+fault, and rank 0's result file. A rank imports only its own framework; this module imports neither."""
+
 from __future__ import annotations
 
 import json
@@ -16,28 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 
-
-def load_config(argv: list[str] | None = None) -> DictConfig:
-    """The resolved config file the launcher wrote (the one command-line argument)."""
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        raise SystemExit(f"usage: python -m scalestudy.runners.<framework> RESOLVED_CONFIG.yaml (got {argv})")
-    return OmegaConf.load(argv[0])
-
-
-def data_label(cfg) -> str:
-    """The run's `data` param: 'synthetic', 'cifar10', or 'cifar10-299' when resized."""
-    data = cfg.data
-    native = data.get("native_size") or cfg.model.image_size
-    return str(data.name) if int(data.image_size) == int(native) else f"{data.name}-{int(data.image_size)}"
+from ..provenance import write_text
 
 
 @dataclass
 class Plan:
     total_steps: int
-    steps_per_epoch: int       # epoch boundaries are marked every this many steps
+    steps_per_epoch: int  # epoch boundaries are marked every this many steps
 
 
 def plan_steps(cfg, size: int, images_per_rank: int) -> Plan:
@@ -51,8 +37,29 @@ def plan_steps(cfg, size: int, images_per_rank: int) -> Plan:
     return Plan(total_steps=int(cfg.warmup_steps) + int(cfg.steps), steps_per_epoch=per_epoch)
 
 
-def synthetic_images_per_rank(cfg, size: int) -> int:
-    return math.ceil(int(cfg.data.num_images) / size)
+@dataclass
+class RankData:
+    """What one rank trains and tests on, and how many steps it runs."""
+
+    plan: Plan
+    train: Shard | None = None  # CIFAR-10: this rank's shard of the training set; None: synthetic images
+    test: tuple[np.ndarray, np.ndarray] | None = None  # CIFAR-10: this rank's part of the test set
+
+    @property
+    def real(self) -> bool:
+        return self.train is not None
+
+
+def rank_data(cfg, rank: int, size: int) -> RankData:
+    """CIFAR-10 shards from the local archive (data=cifar10), or, for synthetic images (which the runner
+    makes once, on its device), only the step plan."""
+    if cfg.data.name == "synthetic":
+        return RankData(plan=plan_steps(cfg, size, math.ceil(int(cfg.data.num_images) / size)))
+    x_train, y_train, x_test, y_test = load_cifar10(cfg.data.path, cfg.data.limit_train, cfg.data.limit_test)
+    shard = Shard(x_train, y_train, rank, size, int(cfg.batch_per_worker), int(cfg.seed))
+    return RankData(
+        plan=plan_steps(cfg, size, shard.per_rank), train=shard, test=eval_shard(x_test, y_test, rank, size)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -63,8 +70,10 @@ def load_cifar10(path: str | Path, limit_train: int | None = None, limit_test: i
     """(x_train, y_train, x_test, y_test): uint8 NHWC images and int64 labels, from the archive."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"data.path: CIFAR-10 archive {path.resolve()} does not exist "
-                                "(the python version, cifar-10-python.tar.gz; nothing is downloaded)")
+        raise FileNotFoundError(
+            f"data.path: CIFAR-10 archive {path.resolve()} does not exist "
+            "(the python version, cifar-10-python.tar.gz; nothing is downloaded)"
+        )
     parts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     with tarfile.open(path, "r:gz") as tar:
         for member in tar.getmembers():
@@ -101,9 +110,9 @@ class Shard:
         if self._pos + self.batch > len(self._order):
             self.epoch += 1
             order = np.random.default_rng(self.seed + self.epoch).permutation(len(self.x))
-            self._order = order[self.rank * self.per_rank:(self.rank + 1) * self.per_rank]
+            self._order = order[self.rank * self.per_rank : (self.rank + 1) * self.per_rank]
             self._pos = 0
-        idx = self._order[self._pos:self._pos + self.batch]
+        idx = self._order[self._pos : self._pos + self.batch]
         self._pos += self.batch
         return self.x[idx], self.y[idx]
 
@@ -134,19 +143,25 @@ def maybe_fault(cfg, rank: int, step: int) -> None:
 
 
 def rank_info(rank: int, local_rank: int, size: int, **extra) -> dict:
+    """Who this rank is (for the result file): its ids, host, pid and process start, and `extra`."""
     import psutil
 
     proc = psutil.Process()
-    return {"rank": rank, "local_rank": local_rank, "size": size, "hostname": socket.gethostname(),
-            "pid": os.getpid(), "process_start_unix": proc.create_time(), **extra}
+    return {
+        "rank": rank,
+        "local_rank": local_rank,
+        "size": size,
+        "hostname": socket.gethostname(),
+        "pid": os.getpid(),
+        "process_start_unix": proc.create_time(),
+        **extra,
+    }
 
 
 def write_result(cfg, records: list[dict], **extra) -> Path:
-    """Rank 0 writes every rank's record (sorted by rank) as the job's result file, atomically."""
+    """Rank 0 writes every rank's record (sorted by rank) as the job's result file, whole or not at all."""
     path = Path(cfg.launch.result_file)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"ranks": sorted(records, key=lambda r: r["rank"]), **extra}, indent=1))
-    tmp.replace(path)
+    write_text(path, json.dumps({"ranks": sorted(records, key=lambda r: r["rank"]), **extra}, indent=1))
     return path
 
 

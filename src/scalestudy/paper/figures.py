@@ -1,27 +1,29 @@
 """One generic drawing path for every figure: select runs -> derive -> draw panels -> write files.
 
-A figure is declared in conf/figure/figure-N.yaml (which runs, which derived quantity, which
-axes, series and panels). A figure that needs its own drawing names a function of DRAWERS
-(`draw: warmup`); everything else goes through `draw_lines`.
+A figure is declared in conf/figure/figure-N.yaml: which runs, which derived quantity (`derive._target_`, a
+function of derive.py), which axes, series and panels. A figure that needs its own drawing names it
+(`draw._target_: scalestudy.paper.figures.draw_warmup`); everything else goes through `draw_lines`.
 """
+
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-from .. import derive  # noqa: E402
-from ..schema import MODELS  # noqa: E402
-from ..tracking import load_series  # noqa: E402
-from .provenance import atomic_path, write_sidecar, write_text  # noqa: E402
-from .select import select_runs  # noqa: E402
+from ..config import call
+from ..provenance import atomic_files, json_text
+from ..tracking import load_series
+from ..warmup import warmup_end
+from .formats import label
+from .latex import tex
+from .selection import select_runs
 
 # 20 distinguishable colours: tab20's dark shades first, then its light ones.
 COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]
@@ -35,29 +37,10 @@ def workers_unit(runs: pd.DataFrame) -> str:
     return "CPU ranks" if cpu.all() else "GPUs" if not cpu.any() else "GPUs or CPU ranks"
 
 
-def format_value(column: str, value, unit: str = "GPUs") -> str:
-    """How a value of a run column reads in a legend."""
-    if column == "model":
-        return MODELS.get(str(value), str(value))
-    if column == "batch_per_worker":
-        return f"batch {int(value)}"
-    if column == "workers":
-        word = "rank" if unit == "CPU ranks" else "GPU"
-        return f"{int(value)} {word}{'s' if int(value) != 1 else ''}"
-    if column == "source":
-        return str(value)
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def derived_table(runs: pd.DataFrame, spec: dict | None) -> pd.DataFrame:
-    """Apply the figure's `derive` step: {fn: <name in derive.py>, **kwargs}, or nothing."""
-    if not spec:
-        return runs
-    spec = dict(spec)
-    fn = getattr(derive, spec.pop("fn"))
-    return fn(runs, **spec)
+def derived_table(runs: pd.DataFrame, fig_cfg: dict) -> pd.DataFrame:
+    """Apply the figure's `derive` step ({_target_: scalestudy.derive.<function>, **kwargs}), or nothing."""
+    spec = fig_cfg.get("derive")
+    return call(spec, runs, where=f"conf/figure/{fig_cfg['name']}.yaml derive") if spec else runs
 
 
 def _panels(table: pd.DataFrame, plot: dict) -> list[tuple[str | None, pd.DataFrame, dict]]:
@@ -66,7 +49,7 @@ def _panels(table: pd.DataFrame, plot: dict) -> list[tuple[str | None, pd.DataFr
     if not facet:
         return [(p.get("title"), table, p) for p in panels]
     values = sorted(table[facet].dropna().unique(), key=_sort_key)
-    return [(format_value(facet, v), table[table[facet] == v], panels[0]) for v in values]
+    return [(label(facet, v), table[table[facet] == v], panels[0]) for v in values]
 
 
 def _sort_key(value):
@@ -100,7 +83,7 @@ def _series(frame: pd.DataFrame, hue: list[str]) -> list[tuple[str, pd.DataFrame
     groups = [(key if isinstance(key, tuple) else (key,), rows) for key, rows in frame.groupby(hue, dropna=False)]
     groups.sort(key=lambda kv: [_sort_key(v) for v in kv[0]])
     # A column that one source does not have is left out of the label (no "nan").
-    return [(" · ".join(format_value(c, v) for c, v in zip(hue, key) if not pd.isna(v)), rows) for key, rows in groups]
+    return [(" · ".join(label(c, v) for c, v in zip(hue, key) if not pd.isna(v)), rows) for key, rows in groups]
 
 
 def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
@@ -115,8 +98,13 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
         hue.append("source")
     labels = fig_cfg.get("labels") or {}
     panels = _panels(table, plot)
-    fig, axes = plt.subplots(1, len(panels), figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
-                             squeeze=False, sharey=bool(plot.get("sharey", False)))
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
+        squeeze=False,
+        sharey=bool(plot.get("sharey", False)),
+    )
     # One colour per series across the whole figure, so a series looks the same in every panel.
     style_index = {name: i for i, (name, _) in enumerate(_series(table, hue))}
     for ax, (title, part, panel) in zip(axes[0], panels):
@@ -128,13 +116,23 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                 if line.empty:
                     continue
                 if line[x].duplicated().any():
-                    raise ValueError(f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
-                                     f"{x}; add the column that tells them apart to plot.hue")
-                label = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
-                points += [{"panel": title, "series": name, "y": y, x: _plain(px), "value": _plain(py)}
-                           for px, py in zip(line[x], line[y])]
-                ax.plot(line[x], line[y], color=COLORS[i % len(COLORS)], linestyle=LINESTYLES[j % len(LINESTYLES)],
-                        marker=MARKERS[(j if len(ys) > 1 else i) % len(MARKERS)], markersize=4, label=label or None)
+                    raise ValueError(
+                        f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
+                        f"{x}; add the column that tells them apart to plot.hue"
+                    )
+                legend = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
+                points += [
+                    {"panel": title, "series": name, "y": y, x: px, "value": py} for px, py in zip(line[x], line[y])
+                ]
+                ax.plot(
+                    line[x],
+                    line[y],
+                    color=COLORS[i % len(COLORS)],
+                    linestyle=LINESTYLES[j % len(LINESTYLES)],
+                    marker=MARKERS[(j if len(ys) > 1 else i) % len(MARKERS)],
+                    markersize=4,
+                    label=legend or None,
+                )
         xs = part[x].dropna().to_numpy(dtype=float)
         if plot.get("ideal") == "speedup" and xs.size:
             grid = np.array(sorted(set(xs)))
@@ -158,10 +156,17 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     if plot.get("legend") == "figure":  # one legend for all panels, below them
         entries = {}
         for ax in axes[0]:
-            for handle, label in zip(*ax.get_legend_handles_labels()):
-                entries.setdefault(label, handle)
-        fig.legend(entries.values(), entries.keys(), loc="lower center", ncol=min(4, len(entries)),
-                   fontsize=6.5, frameon=False, bbox_to_anchor=(0.5, 0.03))
+            for handle, text in zip(*ax.get_legend_handles_labels()):
+                entries.setdefault(text, handle)
+        fig.legend(
+            entries.values(),
+            entries.keys(),
+            loc="lower center",
+            ncol=min(4, len(entries)),
+            fontsize=6.5,
+            frameon=False,
+            bbox_to_anchor=(0.5, 0.03),
+        )
     if plot.get("note"):
         fig.text(0.01, 0.005, plot["note"], fontsize=7, color="dimgray", ha="left", va="bottom")
     fig.suptitle(fig_cfg["title"], fontsize=11)
@@ -172,14 +177,9 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     return fig, points
 
 
-def _plain(value):
-    """numpy scalars -> Python numbers for JSON."""
-    return value.item() if hasattr(value, "item") else value
-
-
 def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
     """Per-step throughput against elapsed time, with the study's cut (end of initialisation) and
-    the warm-up end that derive.warmup_end detects on the series itself."""
+    the warm-up end that warmup.warmup_end detects on the series itself."""
     plot = fig_cfg["plot"]
     series_name = plot["series"]
     series = load_series(runs["run_id"], [series_name], fig_cfg["tracking_uri"])
@@ -204,18 +204,25 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
             if plot.get("per_worker"):
                 rate = rate / run.workers
             color = COLORS[i % len(COLORS)]
-            label = " · ".join([format_value("workers", run.workers, unit), *(str(getattr(run, c)) for c in differ)])
-            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=label)
+            legend = " · ".join([label("workers", run.workers, unit), *(str(getattr(run, c)) for c in differ)])
+            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=legend)
             init = getattr(run, "time_init_s", float("nan"))
             if not math.isnan(init):
                 ax.axvline(init, color=color, linestyle=":", linewidth=1)
                 ax.axvspan(0, init, color=color, alpha=0.04, linewidth=0)
-            cut = derive.warmup_end(rate, tolerance=tolerance)
+            cut = warmup_end(rate, tolerance=tolerance)
             ax.axvline(elapsed[cut], color=color, linestyle="--", linewidth=1)
-            points.append({"run_id": run.run_id, "series": run.run_name, "logged_steps": int(rate.size),
-                           "init_end_s": None if math.isnan(init) else float(init),
-                           "warmup_end_s": float(elapsed[cut]), "warmup_end_step": int(steps[cut])})
-        ax.set_title(format_value(facet, value), fontsize=10)
+            points.append(
+                {
+                    "run_id": run.run_id,
+                    "series": run.run_name,
+                    "logged_steps": int(rate.size),
+                    "init_end_s": None if math.isnan(init) else float(init),
+                    "warmup_end_s": float(elapsed[cut]),
+                    "warmup_end_step": int(steps[cut]),
+                }
+            )
+        ax.set_title(label(facet, value), fontsize=10)
         ax.set_xlabel(plot.get("xlabel", "elapsed time since job start (s)"))
         ax.set_ylabel(plot.get("ylabel", "images/s"))
         ax.set_xlim(left=0)
@@ -227,39 +234,47 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     return fig, points
 
 
-DRAWERS: dict[str, Callable[[dict, pd.DataFrame, pd.DataFrame], tuple[plt.Figure, list[dict]]]] = {
-    "lines": draw_lines,
-    "warmup": draw_warmup,
-}
-
-
 def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
-    """Select, derive, draw and write paper/figures/<name>.{pdf,png,json}; returns the written paths."""
+    """Select, derive, draw and write paper/figures/<name>.{pdf,png,json,caption.tex}, all four together."""
     name = fig_cfg["name"]
     chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
     fig_cfg = for_source(fig_cfg, chosen, source)
-    table = derived_table(chosen, fig_cfg.get("derive"))
-    fig, points = DRAWERS[fig_cfg.get("draw", "lines")](fig_cfg, table, chosen)
+    table = derived_table(chosen, fig_cfg)
+    draw = fig_cfg.get("draw") or {"_target_": "scalestudy.paper.figures.draw_lines"}
+    fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
     run_ids = sorted(chosen["run_id"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pdf, png, sidecar, caption = (out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex"))
-    meta_pdf = {"Title": f"{name}: {fig_cfg['title']}", "Creator": "scalestudy (make " + name + ")",
-                "Subject": f"git commit {commit}; source={source}; {len(run_ids)} MLflow runs",
-                "Keywords": "mlflow-run-ids: " + " ".join(run_ids), "CreationDate": None, "Producer": None}
-    with atomic_path(pdf) as tmp:
-        fig.savefig(tmp, format="pdf", metadata=meta_pdf)
-    with atomic_path(png) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None, "Title": meta_pdf["Title"],
-                                                          "Description": meta_pdf["Subject"]})
-    plt.close(fig)
-    write_text(caption, caption_tex(fig_cfg, chosen, source))
-    write_sidecar(sidecar, {
-        "figure": name, "title": fig_cfg["title"], "git_commit": commit, "source": source,
-        "runs": fig_cfg["runs"], "derive": fig_cfg.get("derive"), "points": points,
-        "mlflow_runs": [{"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment,
-                         "source": r.source} for r in chosen.sort_values("run_id").itertuples()],
-    })
-    return [pdf, png, sidecar, caption]
+    meta_pdf = {
+        "Title": f"{name}: {fig_cfg['title']}",
+        "Creator": "scalestudy (make " + name + ")",
+        "Subject": f"git commit {commit}; source={source}; {len(run_ids)} MLflow runs",
+        "Keywords": "mlflow-run-ids: " + " ".join(run_ids),
+        "CreationDate": None,
+        "Producer": None,
+    }
+    meta_png = {"Software": None, "Title": meta_pdf["Title"], "Description": meta_pdf["Subject"]}
+    sidecar = {
+        "figure": name,
+        "title": fig_cfg["title"],
+        "git_commit": commit,
+        "source": source,
+        "runs": fig_cfg["runs"],
+        "derive": fig_cfg.get("derive"),
+        "points": points,
+        "mlflow_runs": [
+            {"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment, "source": r.source}
+            for r in chosen.sort_values("run_id").itertuples()
+        ],
+    }
+    paths = [out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex")]
+    try:
+        with atomic_files(*paths) as (pdf, png, json_file, caption):
+            fig.savefig(pdf, format="pdf", metadata=meta_pdf)
+            fig.savefig(png, format="png", dpi=150, metadata=meta_png)
+            json_file.write_text(json_text(sidecar))
+            caption.write_text(caption_tex(fig_cfg, chosen, source))
+    finally:
+        plt.close(fig)
+    return paths
 
 
 def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:
@@ -272,10 +287,14 @@ def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:
         return fig_cfg
     measured = chosen[chosen["source"].astype(str) == "measured"]
     said = []
-    for column, what in (("device", "device"), ("data", "data"), ("batch_per_worker", "images per rank and step"),
-                         ("platform", "platform")):
+    for column, what in (
+        ("device", "device"),
+        ("data", "data"),
+        ("batch_per_worker", "images per rank and step"),
+        ("platform", "platform"),
+    ):
         if column in measured.columns:
-            values = sorted({format_value("", v) for v in measured[column].dropna()}, key=_sort_key)
+            values = sorted({label("", v) for v in measured[column].dropna()}, key=_sort_key)
             said.append(f"{what} {', '.join(values)}")
     described = f"Measured runs ({len(measured)}): " + "; ".join(said) + "."
     plot = dict(fig_cfg["plot"])
@@ -292,12 +311,14 @@ def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:
 
 def caption_tex(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> str:
     """The figure's LaTeX caption, from its config and the runs it drew (paper/main.tex inputs it)."""
-    from .tables import tex  # the one LaTeX escaper
-
     name = fig_cfg["name"]
     experiments = ", ".join(sorted(chosen["experiment"].astype(str).unique()))
-    runs = (f"Runs: {len(chosen)} MLflow runs ({source}) of experiment(s) {experiments}; "
-            f"their ids are in figures/{name}.json.")
-    return (f"% {name}: built from conf/figure/{name}.yaml by `make {name}`\n"
-            f"\\caption[{tex(fig_cfg['title'])}]{{\\textbf{{{tex(fig_cfg['title'])}.}} "
-            f"{tex(' '.join(str(fig_cfg.get('caption', '')).split()))} {tex(runs)}}}\n")
+    runs = (
+        f"Runs: {len(chosen)} MLflow runs ({source}) of experiment(s) {experiments}; "
+        f"their ids are in figures/{name}.json."
+    )
+    return (
+        f"% {name}: built from conf/figure/{name}.yaml by `make {name}`\n"
+        f"\\caption[{tex(fig_cfg['title'])}]{{\\textbf{{{tex(fig_cfg['title'])}.}} "
+        f"{tex(' '.join(str(fig_cfg.get('caption', '')).split()))} {tex(runs)}}}\n"
+    )

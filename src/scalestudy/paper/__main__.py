@@ -1,12 +1,12 @@
-"""python -m scalestudy.build TARGET... [OVERRIDE...]
+"""python -m scalestudy.paper TARGET... [OVERRIDE...]
 
 TARGET: figure-N, table-N, `figures`, `tables` or `all`. OVERRIDE: Hydra overrides applied to every
 target's config, e.g. `source=measured` or `figure.plot.median=false`. The store is queried once
 for the whole build, however many targets are asked for.
 """
+
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -15,11 +15,10 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
+from ..config import CONF_DIR
+from ..provenance import git_commit
 from ..tracking import StoreError, load_runs, tracking_uri
-from .provenance import git_commit
-from .select import EmptySelection
-
-CONF_DIR = Path(os.environ.get("SCALESTUDY_CONF", Path.cwd() / "conf")).resolve()
+from .selection import EmptySelection
 
 
 def expand(targets: list[str]) -> list[tuple[str, str]]:
@@ -51,10 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     targets = expand([a for a in argv if "=" not in a] or ["all"])
     started = time.perf_counter()
     commit = git_commit()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="build"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="paper"):
         try:
-            configs = [(group, name, compose("build", overrides=[f"{group}={name}", *overrides]))
-                       for group, name in targets]
+            configs = [
+                (group, name, compose("paper", overrides=[f"{group}={name}", *overrides])) for group, name in targets
+            ]
         except HydraException as err:
             print(f"configuration error: {err}", file=sys.stderr)
             return 2
@@ -80,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         print(f"{name}: " + ", ".join(str(p) for p in written))
-    print(f"built {len(configs) - failed} of {len(configs)} targets from {len(runs)} runs "
-          f"in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+    print(
+        f"built {len(configs) - failed} of {len(configs)} targets from {len(runs)} runs "
+        f"(read by {runs.attrs.get('reader', '?')}) in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
     return 1 if failed else 0
 
 

@@ -1,34 +1,30 @@
-"""LaTeX tables: select runs -> a named table function (plain numbers) -> Jinja2 template -> write files.
+"""LaTeX tables: select runs -> a table function (plain numbers) -> Jinja2 template -> write files.
 
-A table is declared in conf/table/table-N.yaml: which runs (`runs`), which function of TABLES computes its
-numbers (`compute: {fn: <name>, **kwargs}`), and which template renders them (`template`). The functions are
-pure (a DataFrame in, lists and dicts of numbers out, None where a number is missing); formatting lives
-in the template's filters. The builder writes paper/tables/<name>.tex and <name>.json (git commit, the
-MLflow run ids and the computed numbers) atomically, only once everything has rendered.
-
-Templates use LaTeX-friendly Jinja2 delimiters: ((* block *)), ((( variable ))), ((= comment =)).
+A table is declared in conf/table/table-N.yaml: which runs (`runs`), which function computes its numbers
+(`compute: {_target_: scalestudy.paper.tables.<function>, **kwargs}`, called by Hydra), and which template
+renders them (`template`, paper/templates/). The functions are pure (a DataFrame in, lists and dicts of
+numbers out, None where a number is missing); formatting lives in the template's filters (formats.py). The
+builder writes paper/tables/<name>.tex and <name>.json (git commit, the MLflow run ids and the computed
+numbers) together, only once everything has rendered.
 """
+
 from __future__ import annotations
 
 import itertools
 import math
 import re
-import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Callable
 
-import jinja2
 import numpy as np
 import pandas as pd
 
 from .. import derive
-from ..schema import MODELS
-from .provenance import atomic_path, write_sidecar
-from .select import select_runs
-
-MISSING = "--"  # what a cell without a number shows (never 0, never 'nan')
-
+from ..config import call
+from ..provenance import atomic_files, json_text, plain
+from .formats import fmt, label
+from .latex import render
+from .selection import same, select_runs
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers shared by the table functions
@@ -47,14 +43,6 @@ def _median(values: Sequence[float | None]) -> float | None:
     return float(np.median(present)) if present else None
 
 
-def _same(a, b) -> bool:
-    """Config values against run values: 64 == '64' == 64.0; strings compare as strings."""
-    try:
-        return float(a) == float(b)
-    except (TypeError, ValueError):
-        return str(a) == str(b)
-
-
 def _canonical(runs: pd.DataFrame, levels: Mapping[str, Sequence], what: str) -> pd.DataFrame:
     """Copy of `runs` whose columns in `levels` hold the config's spelling of each value (as str), rows with a
     value the config does not list dropped; a missing column is an error naming `what`."""
@@ -63,7 +51,7 @@ def _canonical(runs: pd.DataFrame, levels: Mapping[str, Sequence], what: str) ->
     for column, wanted in levels.items():
         if column not in out.columns:
             raise LookupError(f"{what}: the selected runs have no column {column!r}")
-        mapped = out[column].map(lambda v: next((str(w) for w in wanted if _same(v, w)), None))
+        mapped = out[column].map(lambda v, wanted=wanted: next((str(w) for w in wanted if same(v, w)), None))
         keep &= mapped.notna()
         out[column] = mapped
     return out[keep]
@@ -80,8 +68,9 @@ def _one_per_cell(runs: pd.DataFrame, keys: list[str], what: str) -> None:
 # Table 1: the seed-003 sheet (TF benchmarks 2017, DGX-1 P100 against GCE K80), recomputed
 
 
-def _sheet_panels(runs: pd.DataFrame, columns: Mapping[str, Sequence], workers: Sequence[int],
-                  panels: Sequence[Mapping], what: str) -> list[dict]:
+def _sheet_panels(
+    runs: pd.DataFrame, columns: Mapping[str, Sequence], workers: Sequence[int], panels: Sequence[Mapping], what: str
+) -> list[dict]:
     dims = list(columns)
     _one_per_cell(runs, dims + ["workers"], what)
     scaled = derive.scaling(runs, group=dims)
@@ -92,22 +81,42 @@ def _sheet_panels(runs: pd.DataFrame, columns: Mapping[str, Sequence], workers: 
         if ratio:
             between = ratio["between"]
             col_dims = [d for d in dims if d != between]
-            table = derive.ratio(scaled, between=between, numerator=str(ratio["numerator"]),
-                                 denominator=str(ratio["denominator"]), match=col_dims + ["workers"], value=value)
+            table = derive.ratio(
+                scaled,
+                between=between,
+                numerator=str(ratio["numerator"]),
+                denominator=str(ratio["denominator"]),
+                match=col_dims + ["workers"],
+                value=value,
+            )
             value = "ratio"
         else:
             col_dims, table = dims, scaled
         cols = [dict(zip(col_dims, combo)) for combo in itertools.product(*(map(str, columns[d]) for d in col_dims))]
-        lookup = {tuple(str(r[d]) for d in col_dims) + (int(r["workers"]),): _number(r[value])
-                  for r in table.to_dict("records")}
+        lookup = {
+            tuple(str(r[d]) for d in col_dims) + (int(r["workers"]),): _number(r[value])
+            for r in table.to_dict("records")
+        }
         rows = []
         for n in workers:
             values = [lookup.get(tuple(c[d] for d in col_dims) + (int(n),)) for c in cols]
-            rows.append({"workers": int(n), "values": values,
-                         "median": _median(values) if panel.get("row_median", True) else None})
+            rows.append(
+                {
+                    "workers": int(n),
+                    "values": values,
+                    "median": _median(values) if panel.get("row_median", True) else None,
+                }
+            )
         every = [v for row in rows for v in row["values"]]
-        out.append({"key": panel["key"], "dims": col_dims, "columns": cols, "rows": rows,
-                    "overall_median": _median(every) if panel.get("overall_median") else None})
+        out.append(
+            {
+                "key": panel["key"],
+                "dims": col_dims,
+                "columns": cols,
+                "rows": rows,
+                "overall_median": _median(every) if panel.get("overall_median") else None,
+            }
+        )
     return out
 
 
@@ -119,16 +128,25 @@ def _with_sheet_inputs(runs: pd.DataFrame, inputs: Sequence[Mapping], what: str)
         value = entry.pop("throughput_total")
         mask = pd.Series(True, index=patched.index)
         for column, wanted in entry.items():
-            mask &= patched[column].map(lambda v, w=wanted: _same(v, w))
+            mask &= patched[column].map(lambda v, w=wanted: same(v, w))
         if mask.sum() != 1:
-            raise ValueError(f"{what}: sheet input {dict(entry, throughput_total=value)} matches {int(mask.sum())} "
-                             "runs, not one (check `sheet_inputs` in the table's config)")
+            raise ValueError(
+                f"{what}: sheet input {dict(entry, throughput_total=value)} matches {int(mask.sum())} "
+                "runs, not one (check `sheet_inputs` in the table's config)"
+            )
         patched.loc[mask, "throughput_total"] = float(value)
     return patched
 
 
-def tf_sheet(runs: pd.DataFrame, *, columns: Mapping[str, Sequence], workers: Sequence[int],
-             panels: Sequence[Mapping], sheet_inputs: Sequence[Mapping] = (), what: str = "table") -> dict:
+def tf_sheet(
+    runs: pd.DataFrame,
+    *,
+    columns: Mapping[str, Sequence],
+    workers: Sequence[int],
+    panels: Sequence[Mapping],
+    sheet_inputs: Sequence[Mapping] = (),
+    what: str = "table",
+) -> dict:
     """The analysis of the seed-003 sheet from the primary numbers.
 
     columns: ordered {run column: [values]}; the data columns are their product, first column outermost
@@ -152,28 +170,57 @@ def tf_sheet(runs: pd.DataFrame, *, columns: Mapping[str, Sequence], workers: Se
     if sheet_inputs:
         sheet = _sheet_panels(_with_sheet_inputs(table, sheet_inputs, what), columns, workers, panels, what)
         for mine, theirs in zip(result, sheet):
-            mine["sheet"] = {"rows": [{"values": r["values"], "median": r["median"]} for r in theirs["rows"]],
-                             "overall_median": theirs["overall_median"]}
-    return {"dims": list(columns), "workers": [int(n) for n in workers], "panels": result,
-            "run_ids": sorted(table["run_id"])}
+            mine["sheet"] = {
+                "rows": [{"values": r["values"], "median": r["median"]} for r in theirs["rows"]],
+                "overall_median": theirs["overall_median"],
+            }
+    return {
+        "dims": list(columns),
+        "workers": [int(n) for n in workers],
+        "panels": result,
+        "run_ids": sorted(table["run_id"]),
+    }
 
 
 # ----------------------------------------------------------------------------------------------
 # Table 2: Keras 1.2.2 with the MXNet and the TensorFlow backend (seed 001)
 
 
-def _sort_by(order: Mapping[str, Sequence], keys: Sequence[str]):
-    def key(values):
+def _cells(runs: pd.DataFrame, keys: list[str], what: str, needs: Sequence[str] = ()) -> pd.DataFrame:
+    """A copy of `runs` with integer `workers`, after checking the columns exist and one run per cell `keys`."""
+    missing = [c for c in [*keys, *needs] if c not in runs.columns]
+    if missing:
+        raise LookupError(f"{what}: the selected runs have no column(s) {missing}")
+    table = runs.copy()
+    table["workers"] = table["workers"].astype(int)
+    _one_per_cell(table, keys, what)
+    return table
+
+
+def _in_order(table: pd.DataFrame, columns: list[str], order: Mapping[str, Sequence]):
+    """(key tuple, rows) per combination of `columns`, in the display order `order` gives ({column: [values]};
+    values it does not list come last, alphabetically)."""
+
+    def rank(item):
         out = []
-        for column, value in zip(keys, values):
+        for column, value in zip(columns, item[0]):
             known = [str(v) for v in order.get(column, [])]
             out.append((known.index(str(value)), "") if str(value) in known else (len(known), str(value)))
         return out
-    return key
+
+    groups = [(k if isinstance(k, tuple) else (k,), part) for k, part in table.groupby(columns, sort=False)]
+    return sorted(groups, key=rank)
 
 
-def keras_backends(runs: pd.DataFrame, *, blocks: Sequence[str], order: Mapping[str, Sequence],
-                   metrics: Sequence[Mapping | str], notes: Sequence[Mapping] = (), what: str = "table") -> dict:
+def keras_backends(
+    runs: pd.DataFrame,
+    *,
+    blocks: Sequence[str],
+    order: Mapping[str, Sequence],
+    metrics: Sequence[Mapping | str],
+    notes: Sequence[Mapping] = (),
+    what: str = "table",
+) -> dict:
     """Per block (one combination of the `blocks` columns, e.g. model, protocol, framework) and metric: the
     value per GPU count, as the seed's tables give them (columns = GPU counts).
 
@@ -187,19 +234,11 @@ def keras_backends(runs: pd.DataFrame, *, blocks: Sequence[str], order: Mapping[
     """
     blocks = list(blocks)
     columns = [m["column"] if isinstance(m, Mapping) else str(m) for m in metrics]
-    missing = [c for c in blocks + ["workers"] if c not in runs.columns]
-    if missing:
-        raise LookupError(f"{what}: the selected runs have no column(s) {missing}")
-    table = runs.copy()
-    table["workers"] = table["workers"].astype(int)
-    _one_per_cell(table, blocks + ["workers"], what)
+    table = _cells(runs, [*blocks, "workers"], what)
     workers = sorted(table["workers"].unique().tolist())
     used = [False] * len(notes)
     out = []
-    groups = sorted(table.groupby(blocks, sort=False), key=lambda kv: _sort_by(order, blocks)(
-        kv[0] if isinstance(kv[0], tuple) else (kv[0],)))
-    for key, part in groups:
-        key = key if isinstance(key, tuple) else (key,)
+    for key, part in _in_order(table, blocks, order):
         by_n = {int(r["workers"]): r for r in part.to_dict("records")}
         rows = []
         for metric in columns:
@@ -209,29 +248,49 @@ def keras_backends(runs: pd.DataFrame, *, blocks: Sequence[str], order: Mapping[
             for n in workers:
                 hit = None
                 for i, note in enumerate(notes):
-                    if note["metric"] == metric and n in by_n and all(
-                            _same(by_n[n].get(c), v) for c, v in note["where"].items()):
+                    if (
+                        note["metric"] == metric
+                        and n in by_n
+                        and all(same(by_n[n].get(c), v) for c, v in note["where"].items())
+                    ):
                         hit, used[i] = i + 1, True
                 marks.append(hit)
-            rows.append({"metric": metric, "notes": marks,
-                         "values": [_number(by_n[n][metric]) if n in by_n else None for n in workers]})
+            rows.append(
+                {
+                    "metric": metric,
+                    "notes": marks,
+                    "values": [_number(by_n[n][metric]) if n in by_n else None for n in workers],
+                }
+            )
         info = {column: str(value) for column, value in zip(blocks, key)}
         for extra in ("epochs", "platform", "device", "data", "batch_per_worker", "seed"):
             if extra in part.columns:
-                values = sorted({str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
-                                 for v in part[extra].dropna()})
+                values = sorted(
+                    {str(int(v)) if isinstance(v, float) and v.is_integer() else str(v) for v in part[extra].dropna()}
+                )
                 info[extra] = ", ".join(values)
         out.append({**info, "rows": rows, "run_ids": sorted(part["run_id"])})
-    return {"workers": workers, "blocks": out,
-            "notes": [str(note["text"]) if used[i] else None for i, note in enumerate(notes)]}
+    return {
+        "workers": workers,
+        "blocks": out,
+        "notes": [str(note["text"]) if used[i] else None for i, note in enumerate(notes)],
+    }
 
 
 # ----------------------------------------------------------------------------------------------
 # Table 3: HackSA per model and GPU count: times, speed, both speedups and efficiencies
 
 
-HACKSA_VALUES = ("time_init_s", "time_work_s", "time_total_s", "throughput_per_worker",
-                 "speedup_speed", "speedup_time", "efficiency_speed", "efficiency_time")
+HACKSA_VALUES = (
+    "time_init_s",
+    "time_work_s",
+    "time_total_s",
+    "throughput_per_worker",
+    "speedup_speed",
+    "speedup_time",
+    "efficiency_speed",
+    "efficiency_time",
+)
 
 
 def short_reason(reason: str | None, labels: Sequence[Mapping]) -> str | None:
@@ -246,8 +305,14 @@ def short_reason(reason: str | None, labels: Sequence[Mapping]) -> str | None:
     return "; ".join(found) or None
 
 
-def hacksa(runs: pd.DataFrame, *, group: Sequence[str], order: Mapping[str, Sequence] | None = None,
-           failure_labels: Sequence[Mapping] = (), what: str = "table") -> dict:
+def hacksa(
+    runs: pd.DataFrame,
+    *,
+    group: Sequence[str],
+    order: Mapping[str, Sequence] | None = None,
+    failure_labels: Sequence[Mapping] = (),
+    what: str = "table",
+) -> dict:
     """One block per `group` combination (e.g. model), one row per run sorted by GPU count.
 
     Finished runs get derive.scaling within their group (speedups and efficiencies by speed and by work time;
@@ -257,120 +322,32 @@ def hacksa(runs: pd.DataFrame, *, group: Sequence[str], order: Mapping[str, Sequ
     Returns {blocks: [{<group columns>, rows: [{workers, status, reason, note, run_id, <HACKSA_VALUES>}]}]}.
     """
     group = list(group)
-    order = order or {}
-    missing = [c for c in group + ["workers", "status"] if c not in runs.columns]
-    if missing:
-        raise LookupError(f"{what}: the selected runs have no column(s) {missing}")
-    table = runs.copy()
-    table["workers"] = table["workers"].astype(int)
-    _one_per_cell(table, group + ["workers"], what)
+    table = _cells(runs, [*group, "workers"], what, needs=["status"])
     finished = table[table["status"] == "FINISHED"]
     others = table[table["status"] != "FINISHED"]
     scaled = derive.scaling(finished, group=group) if len(finished) else finished
     table = pd.concat([scaled, others], ignore_index=True)
     blocks = []
-    groups = sorted(table.groupby(group, sort=False), key=lambda kv: _sort_by(order, group)(
-        kv[0] if isinstance(kv[0], tuple) else (kv[0],)))
-    for key, part in groups:
-        key = key if isinstance(key, tuple) else (key,)
+    for key, part in _in_order(table, group, order or {}):
         rows = []
         for r in part.sort_values("workers").to_dict("records"):
             failed = r["status"] != "FINISHED"
             note = r.get("throughput_note")
-            row = {"workers": int(r["workers"]), "status": str(r["status"]), "run_id": str(r["run_id"]),
-                   "reason": short_reason(r.get("failure_reason"), failure_labels) if failed else None,
-                   "note": None if failed or not isinstance(note, str) or not note else note}
+            row = {
+                "workers": int(r["workers"]),
+                "status": str(r["status"]),
+                "run_id": str(r["run_id"]),
+                "reason": short_reason(r.get("failure_reason"), failure_labels) if failed else None,
+                "note": None if failed or not isinstance(note, str) or not note else note,
+            }
             row.update({v: _number(r.get(v)) for v in HACKSA_VALUES})
             rows.append(row)
         blocks.append({**{c: str(v) for c, v in zip(group, key)}, "rows": rows})
     return {"blocks": blocks}
 
 
-TABLES: dict[str, Callable[..., dict]] = {
-    "tf_sheet": tf_sheet,
-    "keras_backends": keras_backends,
-    "hacksa": hacksa,
-}
-
-
 # ----------------------------------------------------------------------------------------------
-# Rendering: number formats, the Jinja2 environment, what a template sees
-
-
-def _fmt_missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def fixed(value, digits: int = 2) -> str:
-    """12.345 -> '12.35' (digits after the point); missing -> '--'."""
-    return MISSING if _fmt_missing(value) else f"{float(value):.{int(digits)}f}"
-
-
-def percent(value, digits: int = 1) -> str:
-    """A fraction as a percentage without the sign: 0.9456 -> '94.6'."""
-    return MISSING if _fmt_missing(value) else f"{100.0 * float(value):.{int(digits)}f}"
-
-
-def figs(value, n: int = 3) -> str:
-    """`n` significant figures, never rounding the integer part: 30.5, 99.0, 142, 1131."""
-    if _fmt_missing(value):
-        return MISSING
-    value = float(value)
-    if value == 0:
-        return "0"
-    decimals = max(0, int(n) - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:.{decimals}f}"
-
-
-def integer(value) -> str:
-    return MISSING if _fmt_missing(value) else f"{float(value):.0f}"
-
-
-def trim(value, digits: int = 2) -> str:
-    """At most `digits` decimals, trailing zeros dropped: 1609.32, 15860.5, 10738."""
-    if _fmt_missing(value):
-        return MISSING
-    text = f"{float(value):.{int(digits)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
-
-
-FORMATS: dict[str, Callable[[object], str]] = {
-    "trim2": lambda v: trim(v, 2),
-    "figs3": lambda v: figs(v, 3),
-    "fixed0": lambda v: fixed(v, 0),
-    "fixed1": lambda v: fixed(v, 1),
-    "fixed2": lambda v: fixed(v, 2),
-    "percent1": lambda v: percent(v, 1),
-    "percent0": lambda v: percent(v, 0),
-    "integer": integer,
-}
-
-
-def fmt(value, spec: str) -> str:
-    """Format by the name of a FORMATS entry (the name a config gives a panel or metric)."""
-    try:
-        return FORMATS[spec](value)
-    except KeyError:
-        raise ValueError(f"unknown number format {spec!r} (known: {', '.join(FORMATS)})") from None
-
-
-_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                "<": r"\textless{}", ">": r"\textgreater{}"}
-
-
-def tex(text) -> str:
-    """Escape text for LaTeX (run names, reasons, config strings)."""
-    return "".join(_TEX_SPECIAL.get(ch, ch) for ch in str(text))
-
-
-def label(value, column: str = "") -> str:
-    """How a run value reads in a table header: model names spelled out, batch with its word."""
-    if column == "model" or (not column and str(value) in MODELS):
-        return MODELS.get(str(value), str(value))
-    if column == "batch_per_worker":
-        return f"batch {value}"
-    return str(value)
+# Rendering
 
 
 def header_levels(columns: Sequence[Mapping[str, str]], dims: Sequence[str]) -> list[list[dict]]:
@@ -380,28 +357,13 @@ def header_levels(columns: Sequence[Mapping[str, str]], dims: Sequence[str]) -> 
     for depth, dim in enumerate(dims):
         spans: list[dict] = []
         for i, col in enumerate(columns, start=1):
-            prefix = tuple(col[d] for d in dims[:depth + 1])
+            prefix = tuple(col[d] for d in dims[: depth + 1])
             if spans and spans[-1]["prefix"] == prefix:
                 spans[-1]["end"] = i
             else:
-                spans.append({"prefix": prefix, "text": label(col[dim], dim), "start": i, "end": i})
+                spans.append({"prefix": prefix, "text": label(dim, col[dim]), "start": i, "end": i})
         levels.append([{k: v for k, v in s.items() if k != "prefix"} for s in spans])
     return levels
-
-
-def environment(folder: Path) -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(folder)),
-        block_start_string="((*", block_end_string="*))",
-        variable_start_string="(((", variable_end_string=")))",
-        comment_start_string="((=", comment_end_string="=))",
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined, autoescape=False,
-    )
-    env.filters.update(tex=tex, fixed=fixed, percent=percent, figs=figs, integer=integer, trim=trim, fmt=fmt,
-                       label=label)
-    env.globals.update(header_levels=header_levels, zip=zip, MISSING=MISSING)
-    return env
 
 
 def _mark_sheet_differences(data: dict, formats: Mapping[str, str]) -> None:
@@ -409,7 +371,10 @@ def _mark_sheet_differences(data: dict, formats: Mapping[str, str]) -> None:
     for panel in data["panels"]:
         theirs = panel.pop("sheet", None)
         spec = formats[panel["key"]]
-        differs = lambda a, b: theirs is not None and fmt(a, spec) != fmt(b, spec)  # noqa: E731
+
+        def differs(a, b, theirs=theirs, spec=spec) -> bool:
+            return theirs is not None and fmt(a, spec) != fmt(b, spec)
+
         for i, row in enumerate(panel["rows"]):
             sheet_row = theirs["rows"][i] if theirs else {"values": [None] * len(row["values"]), "median": None}
             row["sheet_values"] = [s if differs(v, s) else None for v, s in zip(row["values"], sheet_row["values"])]
@@ -430,16 +395,19 @@ def render_table(spec: dict, data: dict, *, commit: str, source: str, n_runs: in
     path = _template_path(spec, name)
     if not path.is_file():
         raise LookupError(f"table {name}: template {path} does not exist (conf/table/{name}.yaml `template`)")
-    env = environment(path.parent)
-    try:
-        body = env.get_template(path.name).render(table=spec, data=data, commit=commit, source=source)
-    except (jinja2.TemplateError, TypeError, KeyError, AttributeError) as err:
-        line = getattr(err, "lineno", None) or next(
-            (f.lineno for f in reversed(traceback.extract_tb(err.__traceback__)) if f.filename == str(path)), None)
-        raise ValueError(f"table {name}: {path}{f':{line}' if line else ''}: {type(err).__name__}: {err}") from err
-    head = (f"% {name}: generated by scalestudy from {n_runs} MLflow runs (source={source}), git commit {commit}.\n"
-            f"% Do not edit: rebuild with `make {name}`; the run ids are in {name}.json.\n")
+    body = render(
+        path, f"table {name}", table=spec, data=data, commit=commit, source=source, header_levels=header_levels
+    )
+    head = (
+        f"% {name}: generated by scalestudy from {n_runs} MLflow runs (source={source}), git commit {commit}.\n"
+        f"% Do not edit: rebuild with `make {name}`; the run ids are in {name}.json.\n"
+    )
     return head + body.rstrip("\n") + "\n"
+
+
+def compute_table(spec: dict, chosen: pd.DataFrame, what: str) -> dict:
+    """Call the table's function (`compute._target_`) on the chosen runs with the config's arguments."""
+    return call(spec.get("compute"), chosen, what=what, where=f"conf/table/{spec['name']}.yaml compute")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -453,44 +421,35 @@ def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, c
     name = spec["name"]
     what = f"table {name}"
     chosen = select_runs(runs, spec["runs"], source, what)
-    compute = dict(spec.get("compute") or {})
-    fn_name = compute.pop("fn", None)
-    if fn_name not in TABLES:
-        raise ValueError(f"{what}: compute.fn is {fn_name!r}; choose one of {', '.join(TABLES)}")
-    try:
-        data = TABLES[fn_name](chosen, **compute, what=what)
-    except TypeError as err:  # a key of `compute` the function does not take, or one it needs and lacks
-        raise ValueError(f"{what}: conf/table/{name}.yaml `compute` does not fit {fn_name}(): {err}") from err
-    sidecar_data = _plain(data)
-    if fn_name == "tf_sheet":
-        _mark_sheet_differences(data, {p["key"]: p.get("format", "fixed2") for p in compute["panels"]})
+    data = compute_table(spec, chosen, what)
+    sidecar_data = plain(data)
+    if spec["compute"].get("sheet_inputs"):  # table 1: mark where the seed sheet differs
+        _mark_sheet_differences(data, {p["key"]: p.get("format", "fixed2") for p in spec["compute"]["panels"]})
     text = render_table(spec, data, commit=commit, source=source, n_runs=len(chosen))
     if re.search(r"(?<![A-Za-z\\])nan(?![A-Za-z])", text, flags=re.IGNORECASE):
         raise ValueError(f"{what}: the rendered table shows 'nan'; a template prints a missing number raw")
 
-    out_dir.mkdir(parents=True, exist_ok=True)
     tex_path, json_path = out_dir / f"{name}.tex", out_dir / f"{name}.json"
     payload = {
-        "table": name, "caption": spec.get("caption"), "git_commit": commit, "source": source,
-        "runs": spec["runs"], "compute": spec.get("compute"), "data": sidecar_data,
-        "mlflow_runs": [{"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment,
-                         "source": r.source, "status": r.status}
-                        for r in chosen.sort_values("run_id").itertuples()],
+        "table": name,
+        "caption": spec.get("caption"),
+        "git_commit": commit,
+        "source": source,
+        "runs": spec["runs"],
+        "compute": spec.get("compute"),
+        "data": sidecar_data,
+        "mlflow_runs": [
+            {
+                "run_id": r.run_id,
+                "run_name": r.run_name,
+                "experiment": r.experiment,
+                "source": r.source,
+                "status": r.status,
+            }
+            for r in chosen.sort_values("run_id").itertuples()
+        ],
     }
-    with atomic_path(tex_path) as tmp_tex:
+    with atomic_files(tex_path, json_path) as (tmp_tex, tmp_json):
         tmp_tex.write_text(text)
-        write_sidecar(json_path, payload)
+        tmp_json.write_text(json_text(payload))
     return [tex_path, json_path]
-
-
-def _plain(value):
-    """A JSON-ready deep copy (tuples to lists, NaN to None)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    if isinstance(value, np.generic):
-        return _plain(value.item())
-    return value

@@ -1,20 +1,34 @@
-"""Which runs a figure or table uses: a declared filter per source, applied to the tidy table."""
+"""Which runs a figure or table uses: a declared filter per source, applied to the tidy run table.
+
+One rule says when a run's value is the value a config names (`same`): numbers compare as numbers
+(64 == 64.0 == '64'), anything else as text. Filters, table cells and notes all use it.
+"""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 import pandas as pd
 
-SOURCES = ("published", "measured")
+from ..schema import SOURCES
 
 
 class EmptySelection(LookupError):
     """A figure's or table's filter matched no run."""
 
 
-def _matches(column: pd.Series, wanted) -> pd.Series:
+def same(run_value, wanted) -> bool:
+    """Whether a run's value is the one a config names: as numbers when both read as numbers, else as text."""
+    try:
+        return float(run_value) == float(wanted)
+    except (TypeError, ValueError):
+        return str(run_value) == str(wanted)
+
+
+def matches(column: pd.Series, wanted) -> pd.Series:
+    """Mask of the rows whose value in `column` is one of `wanted` (a value or a list of values)."""
     values = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
-    return column.astype(str).isin([str(v) for v in values])
+    return column.map(lambda v: any(same(v, w) for w in values)).astype(bool)
 
 
 def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) -> pd.DataFrame:
@@ -41,7 +55,7 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
             if column not in runs.columns:
                 mask &= False
                 continue
-            mask &= _matches(runs[column], value)
+            mask &= matches(runs[column], value)
         parts.append(runs[mask])
     chosen = pd.concat(parts) if parts else runs.iloc[0:0]
     if chosen.empty:

@@ -1,0 +1,59 @@
+"""Where the Hydra configs are, and composing them outside an app (the builder, tests, checks).
+
+One rule for every entry point: $SCALESTUDY_CONF if set (the images set it), else ./conf when the working
+directory is a checkout, else the conf/ beside the installed package (an editable install of this repository).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+
+def conf_dir() -> Path:
+    if os.environ.get("SCALESTUDY_CONF"):
+        return Path(os.environ["SCALESTUDY_CONF"]).resolve()
+    here = Path.cwd() / "conf"
+    if (here / "train.yaml").is_file():
+        return here.resolve()
+    return (Path(__file__).resolve().parents[2] / "conf").resolve()
+
+
+CONF_DIR = conf_dir()
+
+
+def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), conf: Path | None = None) -> DictConfig:
+    """Hydra's compose API on the configs (nothing runs); Hydra's errors name the override and the choices."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf or CONF_DIR), version_base="1.3", job_name=config_name):
+            return hydra_compose(config_name, overrides=list(overrides))
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def call(spec, *args, where: str, **kwargs):
+    """Hydra's `call` of a declared function (`_target_` plus its arguments), lists passed as lists.
+
+    An error of the function itself (ValueError, LookupError) comes through as it is; a target that does
+    not exist or arguments that do not fit it become a ValueError naming `where` (the config key).
+    """
+    from hydra.errors import InstantiationException
+    from hydra.utils import call as hydra_call
+
+    if not isinstance(spec, dict) or "_target_" not in spec:
+        raise ValueError(f"{where}: no _target_ (the function to call)")
+    try:
+        return hydra_call(spec, *args, _convert_="all", **kwargs)
+    except InstantiationException as err:
+        cause = err.__cause__
+        if isinstance(cause, (ValueError, LookupError)):
+            raise cause from None
+        reason = repr(cause) if cause is not None else str(err).splitlines()[0]
+        raise ValueError(f"{where}: {spec['_target_']}: {reason}") from err

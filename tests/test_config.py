@@ -1,0 +1,56 @@
+"""Every config in conf/ composes (Hydra's compose API, nothing runs), resolves, and names functions that exist."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from hydra.utils import get_method
+from omegaconf import OmegaConf
+
+from scalestudy.config import CONF_DIR, compose
+
+GROUPS = {
+    group: sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    for group in ("model", "data", "framework", "cluster", "tracking", "experiment")
+}
+TRAIN_CHOICES = [(group, name) for group, names in GROUPS.items() for name in names]
+
+
+def targets(node) -> list[str]:
+    """Every `_target_` in a config tree."""
+    if isinstance(node, dict):
+        found = [node["_target_"]] if "_target_" in node else []
+        return found + [t for v in node.values() for t in targets(v)]
+    if isinstance(node, list):
+        return [t for v in node for t in targets(v)]
+    return []
+
+
+@pytest.mark.parametrize("group, name", TRAIN_CHOICES, ids=[f"{g}={n}" for g, n in TRAIN_CHOICES])
+def test_every_training_choice_composes_and_resolves(group, name):
+    if name == "slurm" and importlib.util.find_spec("hydra_plugins.hydra_submitit_launcher") is None:
+        pytest.fail("cluster=slurm needs hydra-submitit-launcher (the test extra installs it)")
+    cfg = compose("train", [f"{group}={name}"])  # `experiment=figure-1`, no `+`: train.yaml declares the group
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert resolved["model"]["name"] and resolved["framework"]["name"]
+    for target in targets(resolved):
+        assert callable(get_method(target)), target
+    if group == "experiment":
+        assert resolved["study"], f"{name} sets no study (figures select their sweep's runs by it)"
+
+
+@pytest.mark.parametrize("group", ["figure", "table"])
+def test_every_figure_and_table_composes_and_names_functions_that_exist(group):
+    names = sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+    assert names
+    for name in names:
+        spec = OmegaConf.to_container(compose("paper", [f"{group}={name}"])[group], resolve=True)
+        assert spec["name"] == name and spec["runs"]["published"] is not None
+        for target in targets(spec):
+            assert callable(get_method(target)), f"{name}: {target}"
+
+
+def test_the_experiment_group_is_declared_null_by_default():
+    assert compose("train").get("study") is None
+    assert compose("train", ["experiment=figure-5"]).study == "figure-5"
