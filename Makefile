@@ -9,19 +9,10 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
-UV_PIN = $(shell grep -E '^uv==' requirements.lock)
-# Compile every installed module once: without .pyc files (uv writes none by default, and
-# PYTHONDONTWRITEBYTECODE is set on some machines) each run recompiles pandas, matplotlib, TensorFlow...
-# from source: `make figure-3` took 7.0 s instead of 2.3 s here, and `import tensorflow` 14.8 s.
-UV_INSTALL = $(UV) pip install -q --compile-bytecode
 # The training environment: the light group + TensorFlow, MXNet and Horovod (built here with Gloo, CPU).
 TRAIN_VENV := .venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
-HOROVOD_PIN = $(shell grep -E '^horovod==' requirements.lock)
-# Horovod compiles against the installed frameworks: rebuilt when one of these pins changes.
-HOROVOD_ABI = $(shell grep -E '^(horovod|tensorflow-cpu|mxnet|numpy)==' requirements.lock | tr '\n' ' ')
-HOROVOD_BUILD_ENV := HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 \
-	HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo MAKEFLAGS=-j$(shell nproc)
+export PYTHON
 export MLFLOW_TRACKING_URI ?= sqlite:///$(CURDIR)/.mlflow/store.db
 
 # The published runs are imported once per store and again when a reference file or importer changes.
@@ -51,31 +42,21 @@ help: ## this list (from the `##` comments of the Makefile)
 	  {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # ---------------------------------------------------------------------------------------------
-# Environment: one lock file (requirements.lock) constrains every install.
-$(VENV)/.build.stamp: pyproject.toml requirements.lock
-	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "need Python 3.11, got " + sys.version)'
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check "$(UV_PIN)"
-	$(UV_INSTALL) -p $(PY) -c requirements.lock -e '.[build]'
+# Environment: one lock file (requirements.lock) constrains every install (scripts/make-env.sh, which holds a
+# lock per environment: two make commands at once build it once).
+$(VENV)/.build.stamp: pyproject.toml requirements.lock scripts/make-env.sh
+	scripts/make-env.sh $(VENV) build
 	@touch $@
 
 $(VENV)/.test.stamp: $(VENV)/.build.stamp
-	$(UV_INSTALL) -p $(PY) -c requirements.lock -e '.[build,test]'
+	scripts/make-env.sh $(VENV) build,test
 	@touch $@
 
 env: $(VENV)/.build.stamp ## the light environment .venv (figures, tables, paper, UI)
 
 # Horovod last, from source, against the frameworks just installed (--no-build-isolation); ~5 min on 2 cores.
-$(TRAIN_VENV)/.train.stamp: $(VENV)/.build.stamp pyproject.toml requirements.lock | system-build
-	@test -x $(TRAIN_PY) || $(PYTHON) -m venv $(TRAIN_VENV)
-	$(UV_INSTALL) -p $(TRAIN_PY) -c requirements.lock --excludes <(echo horovod) -e '.[build,train,cpu,test]'
-	@if [ "$$(cat $(TRAIN_VENV)/.horovod-abi 2>/dev/null)" != "$(HOROVOD_ABI)" ]; then \
-	  echo "building $(HOROVOD_PIN) with TensorFlow, MXNet and Gloo (a few minutes)"; \
-	  $(HOROVOD_BUILD_ENV) $(TRAIN_PY) -m pip install -q --disable-pip-version-check --no-build-isolation \
-	    --no-cache-dir --no-deps --force-reinstall "$(HOROVOD_PIN)" \
-	  && printf '%s' "$(HOROVOD_ABI)" > $(TRAIN_VENV)/.horovod-abi; fi
-	@for fw in tensorflow mxnet; do $(TRAIN_PY) -c "import horovod.$$fw as hvd; assert hvd.gloo_built()" 2>/dev/null \
-	  || { echo "Horovod in $(TRAIN_VENV) lacks $$fw or Gloo: rm $(TRAIN_VENV)/.horovod-abi and make train-env" >&2; exit 1; }; done
+$(TRAIN_VENV)/.train.stamp: $(VENV)/.build.stamp pyproject.toml requirements.lock scripts/make-env.sh | system-build
+	scripts/make-env.sh $(TRAIN_VENV) build,train,cpu,test horovod
 	@touch $@
 
 train-env: $(TRAIN_VENV)/.train.stamp ## the training environment .venv-train (TensorFlow, MXNet, Horovod built with Gloo)

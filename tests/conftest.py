@@ -33,10 +33,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def run_module(module: str, *args: str, uri: str, cwd: Path = REPO, check: bool = True) -> subprocess.CompletedProcess:
-    """Run `python -m module args` as a user would, against the store `uri`."""
-    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env, capture_output=True, text=True)
+def run_module(
+    module: str, *args: str, uri: str, cwd: Path = REPO, check: bool = True, env: dict | None = None, **popen
+) -> subprocess.CompletedProcess:
+    """Run `python -m module args` as a user would, against the store `uri` (`env`: more variables)."""
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, **(env or {}))
+    cmd = [sys.executable, "-m", module, *args]
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, **popen)
     if check and proc.returncode != 0:
         raise AssertionError(f"python -m {module} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return proc

@@ -367,7 +367,7 @@ def test_horovod_gloo_allreduce_over_srun_with_our_rendezvous(slurm_cluster, tmp
     if probe.returncode != 0:
         pytest.skip(f".venv-train has no working Horovod yet: {probe.stderr.strip()[-300:]}")
     server = subprocess.Popen(
-        slurm.rendezvous_command(["localhost"], 2, 2, python=str(TRAIN_PYTHON)),
+        slurm.rendezvous_command(["localhost"], 2, 2, python=str(TRAIN_PYTHON), bind="127.0.0.1"),
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,

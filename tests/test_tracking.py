@@ -43,7 +43,13 @@ def test_sync_is_idempotent_and_updates_changed_runs(uri):
     first = [record("a", 1, 100.0, series=series), record("b", 2, 190.0)]
     assert sync_experiment("unit", first, uri)["created"] == 2
     ids = load_runs(uri).set_index("import_key").run_id.to_dict()
-    assert sync_experiment("unit", first, uri) == {"created": 0, "updated": 0, "unchanged": 2, "deleted": 0}
+    assert sync_experiment("unit", first, uri) == {
+        "created": 0,
+        "updated": 0,
+        "unchanged": 2,
+        "deleted": 0,
+        "repaired": 0,
+    }
     assert load_runs(uri).set_index("import_key").run_id.to_dict() == ids
 
     changed = [record("a", 1, 100.0, series=series), record("b", 2, 180.0)]

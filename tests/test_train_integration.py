@@ -253,3 +253,33 @@ def test_unknown_choice_lists_the_valid_ones_and_creates_no_run(tmp_path, uri):
     assert "resnet50" in proc.stderr and "inception3" in proc.stderr
     assert not Path(uri[len("sqlite:///") :]).exists() or load_runs(uri).empty
     assert not (tmp_path / "job").exists()
+
+
+def test_a_local_jobs_ranks_talk_over_loopback_only(tmp_path, uri):
+    """cluster=local sets Gloo's interface to lo: every socket of the ranks is on 127.0.0.1. What stays exposed is
+    the rendezvous server horovodrun itself starts (Horovod 0.28.1 binds it to every interface; README)."""
+    import psutil
+
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    args = [sys.executable, "-m", "scalestudy.train", f"hydra.run.dir={tmp_path / 'job'}", "framework=tensorflow",
+            "model=resnet50", "data=synthetic", "steps=40", *TINY]  # fmt: skip
+    job = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ranks, launcher = {}, set()
+    while job.poll() is None:
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if str(tmp_path / "job") not in cmd and "horovodrun" not in cmd:
+                continue
+            try:
+                conns = proc.net_connections(kind="inet")
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+            if (proc.info["cmdline"] or [""])[1:3] == ["-m", "scalestudy.runners"]:  # python -m scalestudy.runners
+                ranks.setdefault(proc.pid, set()).update(c.laddr.ip for c in conns)
+            elif "horovodrun" in cmd:
+                launcher.update(c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN)
+        time.sleep(0.5)
+    assert job.returncode == 0, job.stderr.read()[-3000:]
+    assert len(ranks) == 2 and any(ranks.values()), ranks  # both ranks seen, with their Gloo connections
+    assert set().union(*ranks.values()) == {"127.0.0.1"}, ranks
+    assert launcher <= {"0.0.0.0", "127.0.0.1"}

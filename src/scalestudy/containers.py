@@ -23,6 +23,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cli import run
+
 # Apptainer's definition-file sections (pkg/build/types/parser/deffile.go) and header keywords.
 SECTIONS = (
     "help",
@@ -430,4 +432,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

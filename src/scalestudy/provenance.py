@@ -159,11 +159,20 @@ def atomic_files(*targets: Path) -> Iterator[list[Path]]:
             if not tmp.is_file():
                 raise FileNotFoundError(f"{target}: nothing was written to its temporary file {tmp}")
             os.chmod(tmp, 0o644)
+        _test_signal()
         for tmp, target in zip(temporaries, targets):
             os.replace(tmp, target)
     finally:
         for tmp in temporaries:
             tmp.unlink(missing_ok=True)
+
+
+def _test_signal() -> None:
+    """SCALESTUDY_SIGNAL_BEFORE_RENAME=KILL|TERM: the tests' way to stop a writer with all temporary files written
+    and none renamed yet (the one moment a kill could leave a set of files half old, half new)."""
+    name = os.environ.get("SCALESTUDY_SIGNAL_BEFORE_RENAME")
+    if name:
+        os.kill(os.getpid(), getattr(signal, f"SIG{name}"))
 
 
 def write_text(target: Path, text: str) -> None:

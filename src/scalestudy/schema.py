@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +48,26 @@ METRICS = {
     "measured_steps": "number of steps after warm-up that the throughput numbers use",
     "warmup_steps_configured": "steps excluded as warm-up, as configured",
     "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
-    "time_launch_s": "start of the job to the last rank's process start, s (launcher overhead, part of time_init_s)",
+    "time_launch_s": "start of the job to the last rank's program start, s (launcher overhead, part of time_init_s)",
 }
+# The range each metric must lie in: a measured quantity is finite, and a throughput, time or memory is positive
+# (a source that does not give a number logs nothing; a zero would be drawn as data). (low, low allowed, high).
+POSITIVE = (0.0, False, math.inf)
+BOUNDS: dict[str, tuple[float, bool, float]] = {name: POSITIVE for name in METRICS}
+BOUNDS.update(
+    {
+        "accuracy_train": (0.0, True, 1.0),
+        "accuracy_test": (0.0, True, 1.0),
+        "efficiency_published": (0.0, False, 1.0),
+        "throughput_stderr": (0.0, True, math.inf),
+        "throughput_ci95_low": (-math.inf, True, math.inf),  # mean - t x stderr: below 0 for a very noisy series
+        "warmup_steps_configured": (0.0, True, math.inf),
+        "warmup_detected_step": (0.0, True, math.inf),
+    }
+)
+# Params that count something: whole numbers, at least 1 (0 for warm-up steps).
+COUNT_PARAMS = {"workers": 1, "batch_per_worker": 1, "epochs": 1, "steps": 1, "warmup_steps": 0}
+
 # Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
 SERIES = {"step_throughput_total": "instantaneous images/s summed over workers at that step"}
 
@@ -119,6 +138,15 @@ class RunRecord:
         for name, value in self.metrics.items():
             if value is None or value != value:
                 raise SchemaError(f"{self.where}: run {self.key!r} metric {name} is missing (log nothing instead)")
+            check_value(f"{self.where}: run {self.key!r} metric {name}", value, *BOUNDS[name])
+        for name, points in self.series.items():
+            if name not in SERIES:
+                raise SchemaError(f"{self.where}: run {self.key!r} has a series outside the schema: {name!r}")
+            for step, _, value in points:
+                check_value(f"{self.where}: run {self.key!r} series {name} at step {step}", value, *POSITIVE)
+        for name, least in COUNT_PARAMS.items():
+            if self.params.get(name) is not None:
+                check_count(f"{self.where}: run {self.key!r} param {name}", self.params[name], least)
         if self.status not in ("FINISHED", "FAILED"):
             raise SchemaError(f"{self.where}: run {self.key!r} has status {self.status!r}")
         canonical_model(str(self.params["model"]), self.where)
@@ -136,6 +164,29 @@ class RunRecord:
             default=str,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def check_value(what: str, value, low: float, low_allowed: bool, high: float) -> None:
+    """A finite number in [low or (low, high]; else SchemaError naming `what` (e.g. 'file:line: metric x')."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SchemaError(f"{what} is {value!r}, not a number") from None
+    if not math.isfinite(number):
+        raise SchemaError(f"{what} is {value!r}, not a finite number")
+    if number < low or (number == low and not low_allowed) or number > high:
+        interval = f"{'[' if low_allowed else '('}{low:g}, {high:g}]".replace("inf]", "inf)")
+        raise SchemaError(f"{what} is {value!r}, outside {interval}")
+
+
+def check_count(what: str, value, least: int) -> None:
+    """A whole number >= least (workers, batch, steps...); else SchemaError naming `what`."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SchemaError(f"{what} is {value!r}, not a whole number") from None
+    if not math.isfinite(number) or not number.is_integer() or number < least:
+        raise SchemaError(f"{what} is {value!r}, not a whole number >= {least}")
 
 
 def run_name(params: dict[str, object]) -> str:

@@ -18,7 +18,7 @@ Method (DESIGN.md, "Measurement method"):
   machine neighbouring steps are correlated, so the interval is then too narrow, never too wide).
 - Times are measured from the job start (when the launcher started the ranks):
   time_init_s = the last rank's first step start; time_total_s = the last rank's last step end;
-  time_work_s = total - init; time_launch_s = the last rank's process start (the launcher's share of
+  time_work_s = total - init; time_launch_s = the last rank's program start (the launcher's share of
   init); time_per_epoch_s = mean over complete epochs of the slowest rank's
   epoch time (epoch 0 includes the warm-up).
 """

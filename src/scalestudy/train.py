@@ -25,8 +25,10 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from .cli import one_line
 from .config import CONF_DIR
 from .launch import RESULT_FILE, JobOutcome, LaunchError, run_job
 from .provenance import environment_manifest, write_text
@@ -291,7 +293,13 @@ def record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord:
 def main(cfg: DictConfig) -> None:
     job_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
     job_dir.mkdir(parents=True, exist_ok=True)
-    record(cfg, job_dir, run(cfg, job_dir))
+    try:
+        record(cfg, job_dir, run(cfg, job_dir))
+    except (ValueError, RuntimeError, LookupError) as err:  # a refused setting, a failed run, a store error
+        if HydraConfig.get().mode == RunMode.MULTIRUN or os.environ.get("SCALESTUDY_DEBUG", "") not in ("", "0"):
+            raise  # a sweep reports each failed job itself (Hydra, submitit)
+        print(f"error: {one_line(err)}", file=sys.stderr, flush=True)
+        sys.exit(1 if isinstance(err, RunFailed) else 2)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-from .tracking import artifact_root, sqlite_path, tracking_uri
+from .tracking import artifact_root, relocate_artifacts, sqlite_path, tracking_uri
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     if path is not None and not path.exists():
         print(f"no store at {path}: import the published runs first (make import)", file=sys.stderr)
         return 2
+    relocate_artifacts(uri)  # a store that moved shows its artifacts from where they are now
     url = _url(args.host, args.port)
     print(
         f"MLflow UI on {uri}\nopen {url}  (runs tables: 'Model training' at the top left; Ctrl-C stops it)", flush=True

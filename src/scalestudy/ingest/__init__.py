@@ -8,6 +8,8 @@ written until every record of a dataset has parsed and validated.
 from __future__ import annotations
 
 import csv
+import io
+import math
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -18,16 +20,41 @@ from ..schema import NUMERIC_PARAMS, RunRecord, SchemaError, canonical_model
 REFERENCE_DIR = Path("experiments") / "reference"
 
 
+def read_text(path: Path) -> str:
+    """A file's text, which must be UTF-8 (or ASCII): a binary or UTF-16 file fails naming the file and line."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"{path}: missing") from None
+    except OSError as err:
+        raise SchemaError(f"{path}: cannot be read: {err.strerror}") from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise SchemaError(f"{path}:{line}: a NUL byte: a binary or UTF-16 file, not UTF-8 text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise SchemaError(f"{path}:{line}: not UTF-8 text (byte {data[err.start]:#04x})") from None
+
+
 def read_source(folder: Path) -> dict[str, str]:
     """The dataset's source.yaml: experiment name, citation, url."""
     path = folder / "source.yaml"
+    if not path.is_file():
+        raise SchemaError(f"{path}: missing (every reference dataset names its source there)")
     try:
-        source = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: missing (every reference dataset names its source there)") from None
+        source = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise SchemaError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
+    if not isinstance(source, dict):
+        raise SchemaError(f"{path}:1: expected 'key: value' lines (experiment, citation, url), got {source!r:.60}")
     for key in ("experiment", "citation"):
-        if not source or not source.get(key):
-            raise SchemaError(f"{path}: key {key!r} is missing or empty")
+        if not isinstance(source.get(key), str) or not source[key].strip():
+            raise SchemaError(f"{path}: key {key!r} is missing or not a text")
     return source
 
 
@@ -43,7 +70,7 @@ def published_tags(source: dict[str, str], where: str) -> dict[str, str]:
 
 def csv_rows(path: Path, columns: list[str]) -> Iterator[tuple[str, dict[str, str]]]:
     """Rows of a CSV file with exactly `columns`, each with its 'file:line' for error messages."""
-    with path.open(newline="") as handle:
+    with io.StringIO(read_text(path), newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header != columns:
@@ -62,8 +89,8 @@ def number(text: str, where: str, column: str, kind: Callable = float):
         value = kind(text)
     except ValueError:
         raise SchemaError(f"{where}: column {column!r}: {text!r} is not a number") from None
-    if value != value or value < 0:
-        raise SchemaError(f"{where}: column {column!r}: {text!r} is not a valid measurement")
+    if not math.isfinite(value) or value < 0:
+        raise SchemaError(f"{where}: column {column!r}: {text!r} is not a finite measurement >= 0")
     return value
 
 

@@ -1,4 +1,8 @@
-"""python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent)."""
+"""python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent).
+
+Every dataset is read and checked before the first run is written; then each dataset is written as one
+transaction (tracking.sync_experiment), under the store's lock, so concurrent imports wait for each other.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +10,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from .. import cli
 from ..schema import SchemaError
-from ..tracking import sync_experiment, tracking_uri
+from ..tracking import StoreError, check_records, store_lock, sync_experiment, tracking_uri
 from . import REFERENCE_DIR, read_source, registry
 
 
 def main(argv: list[str] | None = None) -> int:
     parsers = registry()
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__)
-    ap.add_argument(
-        "datasets",
-        nargs="*",
-        metavar="DATASET",
-        help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})",
-    )
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
+    ap.add_argument("datasets", nargs="*", metavar="DATASET",
+                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
     ap.add_argument("--reference-dir", type=Path, default=REFERENCE_DIR)
     args = ap.parse_args(argv)
     names = args.datasets or list(parsers)
@@ -27,26 +28,31 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
     uri = tracking_uri()
-    try:
-        # Parse everything first: a bad file stops the import before any run is written.
-        parsed = {}
+    parsed = {}
+    try:  # read and check everything first: a bad file stops the import before any run is written
         for name in names:
             folder = args.reference_dir / name
-            records = parsers[name](folder)
-            for rec in records:
-                rec.validate()
-            parsed[name] = (read_source(folder)["experiment"], records)
-        for name, (experiment, records) in parsed.items():
-            counts = sync_experiment(experiment, records, uri)
-            print(
-                f"{name}: {len(records)} runs in experiment {experiment!r} "
-                + ", ".join(f"{v} {k}" for k, v in counts.items())
-            )
+            experiment, records = read_source(folder)["experiment"], parsers[name](folder)
+            check_records(experiment, records)
+            parsed[name] = (experiment, records)
     except SchemaError as err:
-        print(f"import failed, nothing written for this dataset: {err}", file=sys.stderr)
+        print(f"error: {cli.one_line(err)}; nothing was written", file=sys.stderr)
+        return 2
+    done = []
+    try:
+        with store_lock(uri, write=True):
+            for name, (experiment, records) in parsed.items():
+                counts = sync_experiment(experiment, records, uri)
+                done.append(name)
+                summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+                print(f"{name}: {len(records)} runs in experiment {experiment!r}: {summary}")
+    except StoreError as err:
+        failed = next(n for n in parsed if n not in done)
+        kept = f"{', '.join(done)} imported; " if done else ""
+        print(f"error: {cli.one_line(err)} ({kept}nothing of {failed} or later written)", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(main))

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
-from . import published_tags, read_source
+from . import published_tags, read_source, read_text
 
 # The cluster (BSC, Barcelona) logs local time, which is CET = UTC+1 in December and January, the months of
 # every log here. Checked on the data (and by read_log on every import): with this offset each log's first
@@ -51,12 +51,16 @@ TOOK_RE = re.compile(r"Training took\s+(?P<value>\S+)\s+s\b")
 MODEL_DIR_RE = re.compile(r"'_model_dir':\s*'[^']*/cifar10_(?P<model>[A-Za-z0-9_]+?)\.(?P<n>\d+)'")
 DEVICE_RE = re.compile(r"\bname: Tesla (?P<gpu>[A-Z]\d+)(?P<rest>[-\w]*)")
 GLOBAL_STEP_RE = re.compile(r"global_step = (\d+)")
+STOPPED_RE = re.compile(r"-+ Stopping train for (\d+) -+")  # each rank's last line of training
 SLURM_RE = re.compile(r"slurmstepd: error: \*\*\* .*\*\*\*")
 SLURM_TS_RE = re.compile(r"CANCELLED AT (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
 BENCH_NAMES = ("average_examples_per_sec", "current_examples_per_sec")
 BENCH_KEYS = ("name", "value", "global_step", "timestamp")
 
-# Lines that say why a job ended early, most telling first (what the log says, quoted in failure_reason).
+# Lines that say why a job ended early, most telling first (what the log says, quoted in failure_reason). All but a
+# Horovod stall warning say that the job ended; a log without 'Training took' needs one of those to be a failed
+# run, else it is a log cut short (an error, not a run).
+TERMINAL = ("Slurm", "Open MPI", "Python")
 FAILURE_PATTERNS = [
     ("Slurm", re.compile(r"slurmstepd: error: .*")),
     (
@@ -91,13 +95,13 @@ class _Log:
     took_line: int = 0
     last_ms: int | None = None  # latest timestamp anywhere in the log, unix ms
     n_lines: int = 0
-    last_text: str = ""
     last_global_step: int | None = None  # of the `accuracy = ..., global_step = N` lines
     bench: list[_Bench] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
     device_names: set[str] = field(default_factory=set)
     model_dirs: list[tuple[int, str, int]] = field(default_factory=list)
     failures: list[tuple[int, str, int, str]] = field(default_factory=list)  # (rank, kind, line, text)
+    stopped: set[int] = field(default_factory=set)  # ranks that logged 'Stopping train for R'
 
 
 def _local(text: str, where: str, *formats: str) -> datetime:
@@ -131,62 +135,63 @@ def _scan(path: Path) -> _Log:
     def seen(ms: int) -> None:
         log.last_ms = ms if log.last_ms is None else max(log.last_ms, ms)
 
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        for number, raw in enumerate(handle, start=1):
-            text = raw.rstrip("\n")
-            where = f"{path}:{number}"
-            log.n_lines = number
-            if text.strip():
-                log.last_text = text.strip()
-            if "Date is now" in text:
-                m = DATE_RE.match(text)
-                if not m:
-                    raise SchemaError(f"{where}: 'Date is now' line does not parse: {text.strip()[:120]!r}")
-                moment = _local(m["ts"], where)
-                if log.start is None:
-                    log.start, log.start_line = moment, number
-                seen(_ms(moment))
-            m = TF_TS_RE.match(text)
+    lines = read_text(path).split("\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last line
+    for number, text in enumerate(lines, start=1):
+        where = f"{path}:{number}"
+        log.n_lines = number
+        if "Date is now" in text:
+            m = DATE_RE.match(text)
+            if not m:
+                raise SchemaError(f"{where}: 'Date is now' line does not parse: {text.strip()[:120]!r}")
+            moment = _local(m["ts"], where)
+            if log.start is None:
+                log.start, log.start_line = moment, number
+            seen(_ms(moment))
+        m = TF_TS_RE.match(text)
+        if m:
+            moment = _local(m["ts"], where)
+            seen(_ms(moment))
+            if SHUFFLE_RE.search(text) and (log.init_end is None or moment >= log.init_end):
+                log.init_end, log.init_line = moment, number
+        elif SHUFFLE_RE.search(text):
+            raise SchemaError(f"{where}: 'Shuffle buffer filled' line without a timestamp: {text.strip()[:120]!r}")
+        m = BENCH_RE.search(text)
+        if m:
+            log.bench.append(_bench(m["dict"], where, number))
+            seen(log.bench[-1].ms)
+        if "Training took" in text:
+            m = TOOK_RE.search(text)
+            value = None
             if m:
-                moment = _local(m["ts"], where)
-                seen(_ms(moment))
-                if SHUFFLE_RE.search(text) and (log.init_end is None or moment >= log.init_end):
-                    log.init_end, log.init_line = moment, number
-            elif SHUFFLE_RE.search(text):
-                raise SchemaError(f"{where}: 'Shuffle buffer filled' line without a timestamp: {text.strip()[:120]!r}")
-            m = BENCH_RE.search(text)
+                try:
+                    value = float(m["value"])
+                except ValueError:
+                    pass
+            if value is None or value != value or value <= 0:
+                raise SchemaError(f"{where}: 'Training took' value is not a positive number: {text.strip()!r}")
+            if log.took is None:
+                log.took, log.took_line = value, number
+        for rank in STOPPED_RE.findall(text):
+            log.stopped.add(int(rank))
+        for step in GLOBAL_STEP_RE.findall(text):
+            log.last_global_step = max(int(step), log.last_global_step or 0)
+        m = MODEL_DIR_RE.search(text)
+        if m:
+            log.model_dirs.append((number, m["model"], int(m["n"])))
+        m = DEVICE_RE.search(text)
+        if m:
+            log.devices.add(m["gpu"])
+            log.device_names.add(f"Tesla {m['gpu']}{m['rest']}")
+        m = SLURM_TS_RE.search(text)
+        if m and SLURM_RE.search(text):
+            seen(_ms(_local(m["ts"], where, "%Y-%m-%dT%H:%M:%S")))
+        for rank, (kind, pattern) in enumerate(FAILURE_PATTERNS):
+            m = pattern.search(text)
             if m:
-                log.bench.append(_bench(m["dict"], where, number))
-                seen(log.bench[-1].ms)
-            if "Training took" in text:
-                m = TOOK_RE.search(text)
-                value = None
-                if m:
-                    try:
-                        value = float(m["value"])
-                    except ValueError:
-                        pass
-                if value is None or value != value or value <= 0:
-                    raise SchemaError(f"{where}: 'Training took' value is not a positive number: {text.strip()!r}")
-                if log.took is None:
-                    log.took, log.took_line = value, number
-            for step in GLOBAL_STEP_RE.findall(text):
-                log.last_global_step = max(int(step), log.last_global_step or 0)
-            m = MODEL_DIR_RE.search(text)
-            if m:
-                log.model_dirs.append((number, m["model"], int(m["n"])))
-            m = DEVICE_RE.search(text)
-            if m:
-                log.devices.add(m["gpu"])
-                log.device_names.add(f"Tesla {m['gpu']}{m['rest']}")
-            m = SLURM_TS_RE.search(text)
-            if m and SLURM_RE.search(text):
-                seen(_ms(_local(m["ts"], where, "%Y-%m-%dT%H:%M:%S")))
-            for rank, (kind, pattern) in enumerate(FAILURE_PATTERNS):
-                m = pattern.search(text)
-                if m:
-                    log.failures.append((rank, kind, number, m.group(0).strip()))
-                    break
+                log.failures.append((rank, kind, number, m.group(0).strip()))
+                break
     return log
 
 
@@ -214,12 +219,12 @@ def _bench(text: str, where: str, number: int) -> _Bench:
     return _Bench(number, entry["name"], float(value), step, _ms(_utc(entry["timestamp"], where)))
 
 
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+
+
 def _failure_reason(path: Path, log: _Log) -> str:
     """The most telling line of the log (FAILURE_PATTERNS order), then the first line of each other kind."""
-    if not log.failures:
-        return (
-            f"the log ends at line {log.n_lines} without a 'Training took' line; its last line: {log.last_text[:200]!r}"
-        )
     first: dict[str, tuple[int, int, str]] = {}
     for rank, kind, number, text in log.failures:
         first.setdefault(kind, (rank, number, text))
@@ -362,6 +367,12 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         tags["last_benchmark_step"] = str(last_step)
 
     if log.took is not None:
+        missing = sorted(set(range(workers)) - log.stopped)
+        if missing:
+            raise SchemaError(
+                f"{path}:{log.n_lines}: the log ends before rank(s) {_ranks(missing)} logged 'Stopping train' "
+                f"(each of the {workers} ranks does): a log cut short?"
+            )
         status = "FINISHED"
         end_ms = start_ms + round(log.took * 1000)
         late = [b for b in log.bench if b.ms > end_ms]
@@ -372,6 +383,11 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
                 "is CLUSTER_UTC_OFFSET right for this log?"
             )
     else:
+        if not any(kind in TERMINAL for _, kind, _, _ in log.failures):
+            raise SchemaError(
+                f"{path}:{log.n_lines}: the log ends without 'Training took' and without a line saying why the job "
+                "stopped (Slurm, Open MPI or a Python error): a log cut short?"
+            )
         status = "FAILED"
         tags["failure_reason"] = _failure_reason(path, log)
         end_ms = log.last_ms if log.last_ms is not None else start_ms

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
-from . import number, published_tags, read_source
+from . import number, published_tags, read_source, read_text
 
 FILE = "profiling_results.md"
 ROW_METRICS = {
@@ -88,10 +88,7 @@ def _setup(key: str, value: str, where: str, into: dict[str, object], notes: dic
 def read(folder: Path) -> list[RunRecord]:
     source = read_source(folder)
     path = folder / FILE
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise SchemaError(f"{path}: missing") from None
+    lines = read_text(path).splitlines()
 
     records: list[RunRecord] = []
     model: str | None = None

@@ -15,37 +15,35 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
+from ..cli import one_line, run
 from ..config import CONF_DIR
-from ..provenance import git_commit
-from ..tracking import StoreError, load_runs, tracking_uri
-from .selection import EmptySelection
+from ..provenance import git_commit, remove_stale_temporaries
+from ..tracking import load_runs, tracking_uri
 
 
 def expand(targets: list[str]) -> list[tuple[str, str]]:
-    """[('figure', 'figure-3'), ('table', 'table-1'), ...] in the order asked."""
-    groups = {"figures": "figure", "tables": "table"}
+    """[('figure', 'figure-3'), ('table', 'table-1'), ...] in the order asked; an unknown name lists the known."""
+    known = {g: sorted((p.stem for p in (CONF_DIR / g).glob("*.yaml")), key=_natural) for g in ("figure", "table")}
+    groups = {"figures": ["figure"], "tables": ["table"], "all": ["figure", "table"]}
     out: list[tuple[str, str]] = []
     for target in targets:
-        names = [target]
-        if target in groups or target == "all":
-            wanted = ["figure", "table"] if target == "all" else [groups[target]]
-            names = [p.stem for g in wanted for p in sorted((CONF_DIR / g).glob("*.yaml"), key=_natural)]
-        for name in names:
-            group = name.split("-", 1)[0]
-            if group not in ("figure", "table"):
-                raise SystemExit(f"unknown target {target!r}: use figure-N, table-N, figures, tables or all")
-            out.append((group, name))
+        if target in groups:
+            out += [(g, name) for g in groups[target] for name in known[g]]
+            continue
+        group = target.split("-", 1)[0]
+        if target not in known.get(group, []):
+            choices = ", ".join(known["figure"] + known["table"] + list(groups))
+            raise LookupError(f"unknown target {target!r} (no conf/{group}/{target}.yaml): choose from {choices}")
+        out.append((group, target))
     return out
 
 
-def _natural(path: Path):
-    stem = path.stem
-    head, _, tail = stem.rpartition("-")
-    return (head, int(tail)) if tail.isdigit() else (stem, 0)
+def _natural(name: str):
+    head, _, tail = name.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (name, 0)
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+def main(argv: list[str]) -> int:
     overrides = [a for a in argv if "=" in a]
     targets = expand([a for a in argv if "=" not in a] or ["all"])
     started = time.perf_counter()
@@ -56,14 +54,9 @@ def main(argv: list[str] | None = None) -> int:
                 (group, name, compose("paper", overrides=[f"{group}={name}", *overrides])) for group, name in targets
             ]
         except HydraException as err:
-            print(f"configuration error: {err}", file=sys.stderr)
-            return 2
-    try:
-        uri = configs[0][2].tracking_uri or tracking_uri() if configs else tracking_uri()
-        runs = load_runs(uri)
-    except StoreError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+            raise ValueError(f"configuration: {err}") from None
+    uri = configs[0][2].tracking_uri or tracking_uri()
+    runs = load_runs(uri)
     from .figures import build_figure  # matplotlib is imported only once the config is known to be good
     from .tables import build_table
 
@@ -72,11 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         spec = OmegaConf.to_container(cfg[group], resolve=True)
         spec["tracking_uri"] = uri
         out_dir = Path(cfg.out_dir) / ("figures" if group == "figure" else "tables")
+        remove_stale_temporaries(out_dir)  # left by a build that was killed (SIGKILL) while writing
         try:
             builder = build_figure if group == "figure" else build_table
             written = builder(spec, runs, source=cfg.source, out_dir=out_dir, commit=commit)
-        except (EmptySelection, LookupError, ValueError) as err:
-            print(f"error: {err}; {out_dir / name}.* left as it was", file=sys.stderr)
+        except (LookupError, ValueError, TypeError) as err:
+            print(f"error: {one_line(err)}; {out_dir / name}.* left as they were", file=sys.stderr)
             failed += 1
             continue
         print(f"{name}: " + ", ".join(str(p) for p in written))
@@ -89,4 +83,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

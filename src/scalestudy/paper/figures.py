@@ -31,6 +31,15 @@ LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 
+def setting(fig_cfg: dict, key: str, default: float) -> float:
+    """A number of the figure's `plot` settings; anything else is an error naming the config key."""
+    value = fig_cfg["plot"].get(key, default)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"conf/figure/{fig_cfg['name']}.yaml: plot.{key}={value!r} is not a number") from None
+
+
 def workers_unit(runs: pd.DataFrame) -> str:
     """What `workers` counts in these runs: GPUs, or ranks on CPUs (measured here), or both."""
     cpu = runs["device"].astype(str).str.lower().eq("cpu") if "device" in runs else pd.Series(False, index=runs.index)
@@ -101,7 +110,7 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     fig, axes = plt.subplots(
         1,
         len(panels),
-        figsize=(plot.get("panel_width", 4.6) * len(panels), 3.6),
+        figsize=(setting(fig_cfg, "panel_width", 4.6) * len(panels), 3.6),
         squeeze=False,
         sharey=bool(plot.get("sharey", False)),
     )
@@ -189,7 +198,7 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     facet = plot["facet"]
     values = sorted(runs[facet].unique(), key=_sort_key)
     fig, axes = plt.subplots(1, len(values), figsize=(4.6 * len(values), 3.6), squeeze=False)
-    tolerance = float(plot.get("tolerance", 0.10))
+    tolerance = setting(fig_cfg, "tolerance", 0.10)
     # Runs of one panel are told apart by their rank count, and by framework and source where those differ.
     differ = [c for c in ("framework", "source") if c in runs.columns and runs[c].nunique() > 1]
     points: list[dict] = []

@@ -143,17 +143,16 @@ def maybe_fault(cfg, rank: int, step: int) -> None:
 
 
 def rank_info(rank: int, local_rank: int, size: int, **extra) -> dict:
-    """Who this rank is (for the result file): its ids, host, pid and process start, and `extra`."""
-    import psutil
+    """Who this rank is (for the result file): its ids, host, pid and program start, and `extra`."""
+    from . import PROGRAM_START_UNIX
 
-    proc = psutil.Process()
     return {
         "rank": rank,
         "local_rank": local_rank,
         "size": size,
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
-        "process_start_unix": proc.create_time(),
+        "process_start_unix": PROGRAM_START_UNIX,
         **extra,
     }
 

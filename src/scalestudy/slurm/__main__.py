@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cli import run
 from .commands import RENDEZVOUS
 
 
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     rdv.add_argument("--hosts", required=True)
     rdv.add_argument("--per-node", type=int, required=True)
     rdv.add_argument("--size", type=int, required=True)
+    rdv.add_argument("--bind", default="", help="listen on this address only (default: every interface)")
     rec = sub.add_parser("record", help="record a sweep's jobs as MLflow runs (what the submitter does at its end)")
     rec.add_argument("sweep_dir", type=Path, help="the sweep's folder (hydra.sweep.dir)")
     rec.add_argument("--uri", default=None, help="tracking URI (default: MLFLOW_TRACKING_URI or .mlflow/store.db)")
@@ -36,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "rendezvous":
         from .job import rendezvous_main
 
-        return rendezvous_main(args.hosts.split(","), args.per_node, args.size)
+        return rendezvous_main(args.hosts.split(","), args.per_node, args.size, args.bind)
     if not args.sweep_dir.is_dir():
         ap.error(f"{args.sweep_dir}: no such sweep folder")
     from .sweep import report
@@ -46,4 +48,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -206,20 +206,12 @@ def rendezvous_command(
     image: str | None = None,
     runtime: str = "singularity",
     python: str | None = None,
+    bind: str = "",
 ) -> list[str]:
-    """The command that runs the Gloo rendezvous server (in the image when given: Horovod lives there); it
-    prints its port on its first line of output."""
-    args = [
-        "-m",
-        "scalestudy.slurm",
-        "rendezvous",
-        "--hosts",
-        ",".join(hosts),
-        "--per-node",
-        str(per_node),
-        "--size",
-        str(size),
-    ]
+    """The command that runs the Gloo rendezvous server (in the image when given: Horovod lives there), listening
+    on `bind` ('' = every interface); it prints its port on its first line of output."""
+    args = f"-m scalestudy.slurm rendezvous --hosts {','.join(hosts)} --per-node {per_node} --size {size}".split()
+    args += ["--bind", bind] if bind else []
     if image:
         return [runtime, "exec", str(image), python or "python", *args]
     return [python or sys.executable, *args]

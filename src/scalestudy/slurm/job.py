@@ -72,13 +72,9 @@ def start_rendezvous(cfg, env: dict, timeout_s: float = 60.0) -> tuple[subproces
     from .commands import gloo_rendezvous_env
 
     used, per_node = placement(int(cfg.workers), int(cfg.cluster.nodes), int(cfg.cluster.tasks_per_node))
-    command = rendezvous_command(
-        hostnames()[:used],
-        per_node,
-        int(cfg.workers),
-        image=cfg.cluster.get("image"),
-        runtime=str(cfg.cluster.container_runtime),
-    )
+    image, runtime = cfg.cluster.get("image"), str(cfg.cluster.container_runtime)
+    local = "127.0.0.1" if used == 1 else ""  # one node: nothing outside it needs to reach the server
+    command = rendezvous_command(hostnames()[:used], per_node, int(cfg.workers), image, runtime, bind=local)
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
     ready, _, _ = select.select([server.stdout], [], [], timeout_s)
     line = server.stdout.readline().strip() if ready else ""
@@ -122,20 +118,24 @@ def rank_main(log_dir: str | None, rendezvous: str, command: list[str]) -> int:
         return 127
 
 
-def rendezvous_main(hosts: list[str], per_node: int, size: int) -> int:
-    """Horovod's HTTP rendezvous server for one job step: prints its port, serves until SIGTERM/SIGINT."""
-    from horovod.runner.common.util.hosts import SlotInfo  # the image's (or this venv's) Horovod
-    from horovod.runner.http.http_server import RendezvousServer
+def rendezvous_main(hosts: list[str], per_node: int, size: int, bind: str = "") -> int:
+    """Horovod's HTTP rendezvous server for one job step: prints its port, serves until SIGTERM/SIGINT.
 
-    plan = [SlotInfo(**slot) for slot in host_plan(hosts, per_node, size)]
-    server = RendezvousServer(verbose=0)
-    port = server.start()
-    server.init(plan)
-    print(port, flush=True)
+    Horovod's own RendezvousServer listens on every interface; this builds the same server from Horovod's
+    classes on `bind` (127.0.0.1 for a one-node job: nothing outside the node can reach it)."""
+    import threading
+
+    from horovod.runner.common.util.hosts import SlotInfo  # the image's (or this venv's) Horovod
+    from horovod.runner.http.http_server import RendezvousHandler, RendezvousHTTPServer
+
+    server = RendezvousHTTPServer((bind, 0), RendezvousHandler, 0)
+    server.init([SlotInfo(**slot) for slot in host_plan(hosts, per_node, size)])
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(server.server_address[1], flush=True)
     stop = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.append(1))
     while not stop:
         time.sleep(0.2)
-    server.stop()
+    server.shutdown()
     return 0

@@ -1,0 +1,43 @@
+"""How the command-line entry points fail: one line saying what and where, a non-zero exit, no traceback.
+
+    sys.exit(cli.run(main))      # in a module's `if __name__ == "__main__":`
+
+Expected failures (bad input, a store that cannot be used, a filter that matches nothing) exit 2 with their
+message; anything else is a bug and exits 1 with its type and message. `--debug` or SCALESTUDY_DEBUG=1 lets
+the traceback through. SIGTERM and SIGHUP become SystemExit, so temporary files are removed as on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from .provenance import exit_on_termination
+
+
+def one_line(text: object) -> str:
+    """A message on one line: newlines and tabs (Hydra's lists of choices) become single spaces."""
+    return " ".join(str(text).split())
+
+
+def run(main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("SCALESTUDY_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
+    exit_on_termination()
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (LookupError, ValueError, RuntimeError, OSError) as err:  # SchemaError, StoreError, EmptySelection...
+        if debug:
+            raise
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        return 2
+    except Exception as err:
+        if debug:
+            raise
+        print(f"error: {type(err).__name__}: {one_line(err)} (a bug: SCALESTUDY_DEBUG=1 shows where)", file=sys.stderr)
+        return 1
