@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from itertools import zip_longest
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
-from .schema import NUMERIC_PARAMS, RunRecord, SchemaError
+from .schema import DESCRIPTION_TAG, NUMERIC_PARAMS, RunRecord, SchemaError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ DEFAULT_STORE = Path(".mlflow") / "store.db"
 # MLflow database schema revisions whose tables the direct reader was checked against.
 KNOWN_SCHEMA_REVISIONS = {"dc11669786a5"}  # mlflow 3.17.2
 # Columns of the tidy table that do not come from params, metrics or tags.
-RUN_COLUMNS = ["run_id", "run_name", "experiment", "status", "start_ms", "end_ms"]
+RUN_COLUMNS = ["run_id", "run_name", "experiment", "experiment_id", "status", "start_ms", "end_ms"]
 
 
 class StoreError(RuntimeError):
@@ -212,7 +212,8 @@ def _read_sqlite(path: Path) -> pd.DataFrame:
         if revision not in KNOWN_SCHEMA_REVISIONS:
             return None  # an MLflow this reader was not checked against: use the API instead
         runs = pd.read_sql_query(
-            "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment, r.status,"
+            "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment,"
+            " CAST(e.experiment_id AS TEXT) AS experiment_id, r.status,"
             " r.start_time AS start_ms, r.end_time AS end_ms"
             " FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id"
             " WHERE r.lifecycle_stage = 'active' AND e.lifecycle_stage = 'active'",
@@ -242,6 +243,7 @@ def _read_api(uri: str) -> pd.DataFrame:
                 "run_id": info.run_id,
                 "run_name": info.run_name,
                 "experiment": experiments[info.experiment_id],
+                "experiment_id": info.experiment_id,
                 "status": info.status,
                 "start_ms": info.start_time,
                 "end_ms": info.end_time,
@@ -320,3 +322,52 @@ def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
     client = _client(uri)
     experiment_id = ensure_experiment(client, uri, rec.experiment)
     return _write_run(client, experiment_id, rec, rec.content_hash())
+
+
+# --------------------------------------------------------------------------------------------
+# What the UI shows beside the runs: experiment descriptions and saved views of the runs table.
+# Both are experiment tags, written only where they differ, so an unchanged store stays as it is.
+
+SAVED_VIEW_TAG = "mlflow.sharedViewState."  # + view key: a saved view of the runs table (ui_links.py)
+
+
+def describe_experiments(descriptions: Mapping[str, str], uri: str | None = None) -> list[str]:
+    """Set each named experiment's description (created if missing); returns the names whose text changed."""
+    uri = uri or tracking_uri()
+    client = _client(uri)
+    changed = []
+    for name, text in sorted(descriptions.items()):
+        experiment_id = ensure_experiment(client, uri, name)
+        if client.get_experiment(experiment_id).tags.get(DESCRIPTION_TAG) != text:
+            client.set_experiment_tag(experiment_id, DESCRIPTION_TAG, text)
+            changed.append(name)
+    return changed
+
+
+def save_views(
+    views: Mapping[str, Mapping[str, str]], owned: Callable[[str], bool], uri: str | None = None
+) -> dict[str, int]:
+    """Make the saved views of every experiment equal `views` ({experiment id: {view key: tag value}}) among the
+    view keys `owned` says are ours: missing or different ones are written, ours no longer wanted are deleted,
+    and anyone else's saved views are left alone."""
+    uri = uri or tracking_uri()
+    client = _client(uri)
+    experiments = client.search_experiments()
+    missing = sorted(set(views) - {e.experiment_id for e in experiments})
+    if missing:
+        raise StoreError(f"no active experiment with id {missing[0]} in {uri}: no view saved")
+    counts = {"written": 0, "unchanged": 0, "deleted": 0}
+    for experiment in experiments:
+        wanted = views.get(experiment.experiment_id, {})
+        present = {k[len(SAVED_VIEW_TAG) :]: v for k, v in experiment.tags.items() if k.startswith(SAVED_VIEW_TAG)}
+        for key, value in sorted(wanted.items()):
+            if present.get(key) == value:
+                counts["unchanged"] += 1
+            else:
+                client.set_experiment_tag(experiment.experiment_id, SAVED_VIEW_TAG + key, value)
+                counts["written"] += 1
+        for key in sorted(present):
+            if owned(key) and key not in wanted:
+                client.delete_experiment_tag(experiment.experiment_id, SAVED_VIEW_TAG + key)
+                counts["deleted"] += 1
+    return counts

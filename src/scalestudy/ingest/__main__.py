@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..config import experiment_users
 from ..schema import SchemaError
-from ..tracking import sync_experiment, tracking_uri
-from . import REFERENCE_DIR, read_source, registry
+from ..tracking import describe_experiments, sync_experiment, tracking_uri
+from . import REFERENCE_DIR, experiment_description, read_source, registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,12 +36,19 @@ def main(argv: list[str] | None = None) -> int:
             records = parsers[name](folder)
             for rec in records:
                 rec.validate()
-            parsed[name] = (read_source(folder)["experiment"], records)
-        for name, (experiment, records) in parsed.items():
+            parsed[name] = (read_source(folder), records)
+        users = experiment_users()
+        for name, (source, records) in parsed.items():
+            experiment = source["experiment"]
             counts = sync_experiment(experiment, records, uri)
+            # The experiment's description in the UI: written only when its text changed.
+            described = describe_experiments(
+                {experiment: experiment_description(source, len(records), users.get(experiment, []))}, uri
+            )
             print(
                 f"{name}: {len(records)} runs in experiment {experiment!r} "
                 + ", ".join(f"{v} {k}" for k, v in counts.items())
+                + ("; description updated" if described else "")
             )
     except SchemaError as err:
         print(f"import failed, nothing written for this dataset: {err}", file=sys.stderr)
