@@ -67,7 +67,6 @@ def tf_runs(extra: list[dict] | None = None) -> pd.DataFrame:
             {
                 "run_id": f"{platform}-{model}-{data}-{batch}-{gpus}",
                 "experiment": "tf-benchmarks-2017",
-        "experiment_id": "1",
                 "experiment_id": "1",
                 "run_name": f"{model} · {device} · {gpus} GPUs · {data} · b{batch} · {platform}",
                 "status": "FINISHED",
