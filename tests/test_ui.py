@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from base64 import b64encode
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import REPO, free_port, run_module
@@ -26,6 +27,7 @@ from conftest import REPO, free_port, run_module
 from scalestudy.schema import REQUIRED_PARAMS
 from scalestudy.tracking import load_runs
 from scalestudy.ui import ADMIN_PASSWORD_ENV, UIError, auth_config, serve
+from scalestudy.ui_links import experiment_view, owned, runs_view
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -110,6 +112,7 @@ def site(published_store, tmp_path_factory):
 @pytest.fixture
 def browser(tmp_path):
     """A fresh headless Chromium (a new profile: nothing clicked or remembered), and where its screenshots go."""
+    _needs_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -148,28 +151,38 @@ def _click(driver, text: str, link: bool = False, exact: bool = True):
     _wait(driver).until(EC.element_to_be_clickable(where)).click()
 
 
+# The cells of the rows ag-grid has drawn (those in view), by row id (= run id) and column id.
+DRAWN_ROWS = """
+const rows = {};
+for (const row of document.querySelectorAll(".ag-center-cols-container div[role='row']")) {
+  const cells = {};
+  for (const cell of row.querySelectorAll("[col-id]")) cells[cell.getAttribute("col-id")] = cell.textContent.trim();
+  rows[row.getAttribute("row-id")] = cells;
+}
+return rows;
+"""
+
+
 def _runs_table(driver) -> dict[str, dict[str, str]]:
-    """Every row of the runs table (ag-grid draws only the rows in view: scroll through them all), by run id:
-    the text of each cell of SHOWN, and whether those columns' headers are visible."""
+    """Every row of the runs table by run id, with the text of its SHOWN cells: ag-grid draws only the rows in
+    view, so this scrolls through the table, half a screen at a time."""
     from selenium.webdriver.common.by import By
 
     rows: dict[str, dict[str, str]] = {}
     viewport = driver.find_element(By.CSS_SELECTOR, ".ag-body-viewport")
+    driver.execute_script("arguments[0].scrollTop = 0;", viewport)
     position = -1
     while True:
-        for row in driver.find_elements(By.CSS_SELECTOR, ".ag-center-cols-container div[role='row']"):
-            cells = {
-                c.get_attribute("col-id"): c.get_attribute("textContent").strip()
-                for c in row.find_elements(By.CSS_SELECTOR, "[col-id]")
-            }
-            rows[row.get_attribute("row-id")] = {key: cells.get(col_id, "") for key, col_id in SHOWN.items()}
+        time.sleep(0.2)  # let ag-grid draw the rows scrolled into view
+        for run_id, cells in driver.execute_script(DRAWN_ROWS).items():
+            rows[run_id] = {key: cells.get(col_id, "") for key, col_id in SHOWN.items()}
         top = driver.execute_script(
             "arguments[0].scrollTop += arguments[0].clientHeight / 2; return arguments[0].scrollTop;", viewport
         )
         if top == position:
+            driver.execute_script("arguments[0].scrollTop = 0;", viewport)
             return rows
         position = top
-        time.sleep(0.3)
 
 
 def _check_runs_table(driver, expected: set[str], runs, screenshot: Path) -> None:
@@ -189,7 +202,6 @@ def _check_runs_table(driver, expected: set[str], runs, screenshot: Path) -> Non
         return rows if rows and all(all(cells.values()) for cells in rows.values()) else False
 
     shown = wait.until(complete, "the runs table never showed every row with model, workers and throughput_total")
-    driver.execute_script("arguments[0].scrollTop = 0;", driver.find_element(By.CSS_SELECTOR, ".ag-body-viewport"))
     time.sleep(0.5)
     driver.save_screenshot(str(screenshot))
     assert set(shown) == expected
@@ -206,6 +218,31 @@ def _report(capsys, *paths: Path) -> None:
     with capsys.disabled():
         for path in paths:
             print(f"\nscreenshot: {path}")
+
+
+def test_a_view_is_a_pure_function_of_its_runs():
+    """The builder and the UI compute the same view and link from the same runs (ui_links.py)."""
+    runs = [("b" * 32, "1", "tf-benchmarks-2017"), ("a" * 32, "1", "tf-benchmarks-2017")]
+    view = runs_view("figure-3", runs, "P100 against K80")
+    assert view == runs_view("figure-3", reversed(runs), "P100 against K80")
+    assert owned(view.key) and view.key.startswith("figure-3-") and not owned("my own view")
+    assert view.link == f"#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey={view.key}"
+    assert view.state["searchFilter"] == f"attributes.run_id IN ('{'a' * 32}', '{'b' * 32}')"
+    assert {"params.`model`", "params.`workers`", "metrics.`throughput_total`"} <= set(view.state["selectedColumns"])
+    assert runs_view("figure-3", runs[:1]).key != view.key  # another set of runs, another view
+    query = parse_qs(urlsplit(view.search_link[1:]).query)
+    assert query["searchFilter"] == [view.state["searchFilter"]] and "viewStateShareKey" not in query
+
+    envelope = json.loads(view.tag_value(place=2))  # as MLflow's UI saves a view
+    assert envelope["name"] == "figure-3 · 2 runs · P100 against K80"
+    assert envelope["createdAt"] > json.loads(view.tag_value(place=3))["createdAt"]  # listed before place 3
+    assert json.loads(envelope["state"]) == view.state
+
+    both = runs_view("figure-7", [("c" * 32, "10", "horovod-docs"), *runs])
+    assert both.experiment_ids == ("1", "10")  # the UI reads the view from the first: it is saved in both
+    assert both.link.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%2210%22%5D&workflowType=")
+    assert both.name == "figure-7 · 3 runs in tf-benchmarks-2017, horovod-docs"
+    assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
 
 
 @pytest.mark.integration
@@ -330,9 +367,12 @@ def _api(base_url: str, path: str, user: tuple[str, str] | None = None, body: di
 
 
 @pytest.mark.integration
-def test_auth_keeps_other_local_users_from_reading_or_deleting_runs(store_copy, monkeypatch):
+def test_auth_keeps_other_local_users_from_reading_or_deleting_runs(store_copy, monkeypatch, browser):
     """--auth serves MLflow's basic-auth app: without a password a local user gets nothing; a user the admin
-    creates may read but not delete."""
+    creates may read but not delete; the UI works in a browser that has the password."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
     monkeypatch.delenv(ADMIN_PASSWORD_ENV, raising=False)
     with pytest.raises(UIError, match=ADMIN_PASSWORD_ENV):
         auth_config(store_copy)
@@ -350,3 +390,13 @@ def test_auth_keeps_other_local_users_from_reading_or_deleting_runs(store_copy, 
         assert _api(base_url, "runs/delete", user=reviewer, body={"run_id": run_id})[0] == 403
         status, run = _api(base_url, f"runs/get?run_id={run_id}", user=admin)
         assert run["run"]["info"]["lifecycle_stage"] == "active"
+
+        # A browser asks for the password once (at the first answer 401) and sends it with every request after;
+        # headless, the password goes in the URL of that first request (not of the page: the UI's fetch
+        # refuses a page URL that carries one).
+        runs = load_runs(store_copy)
+        experiment_id = runs.loc[runs.experiment == "horovod-docs", "experiment_id"].iloc[0]
+        with_password = base_url.replace("http://", f"http://{admin[0]}:{admin[1]}@")
+        browser.get(f"{with_password}/api/2.0/mlflow/experiments/search")
+        browser.get(f"{base_url}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+        _wait(browser).until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "3 matching runs"))
