@@ -54,3 +54,13 @@ def test_every_figure_and_table_composes_and_names_functions_that_exist(group):
 def test_the_experiment_group_is_declared_null_by_default():
     assert compose("train").get("study") is None
     assert compose("train", ["experiment=figure-5"]).study == "figure-5"
+
+
+def test_experiment_users_are_read_from_the_figure_and_table_configs():
+    from scalestudy.config import experiment_users
+
+    users = experiment_users()
+    assert users["tf-benchmarks-2017"] == ["figure-3", "figure-4", "figure-7", "table-1"]
+    assert users["horovod-docs"] == ["figure-7"]  # figure 7 names two experiments
+    assert users["hacksa-2019"] == ["figure-1", "figure-2", "figure-5", "table-3"]
+    assert users["measured"] == ["figure-1", "figure-2", "figure-5", "figure-6", "table-2", "table-3"]

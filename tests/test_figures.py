@@ -50,6 +50,14 @@ def test_figure3_files_and_the_runs_behind_them(figure3, published_store):
     assert len(expected) == 64  # 2 models x 2 data x 2 batches x 4 GPU counts x 2 machines
     assert sorted(r["run_id"] for r in sidecar["mlflow_runs"]) == sorted(expected.run_id)
     assert sidecar["git_commit"] and sidecar["source"] == "published"
+    # the link to exactly these runs in MLflow's UI, with this store's experiment id (python -m scalestudy.ui
+    # saves the view it names; tests/test_ui.py opens it)
+    experiment_id = expected.experiment_id.iloc[0]
+    link = sidecar["mlflow_ui"]["link"]
+    assert link.startswith(
+        f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey=figure-3-"
+    )
+    assert all(run_id in sidecar["mlflow_ui"]["search_link"] for run_id in expected.run_id)
     pdf = (figure3 / "figure-3.pdf").read_bytes()
     assert sidecar["git_commit"].encode() in pdf
     assert all(run_id.encode() in pdf for run_id in expected.run_id)

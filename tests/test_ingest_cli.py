@@ -92,6 +92,26 @@ def test_import_all(store):
     assert (artifact_root(store["uri"]) / "hacksa-2019").is_dir()  # the raw logs were attached
 
 
+def test_descriptions_name_the_source_and_the_line(store):
+    """MLflow's UI shows each experiment's and each run's description (the mlflow.note.content tag)."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=store["uri"])
+    text = client.get_experiment_by_name("tf-benchmarks-2017").tags["mlflow.note.content"]
+    assert text.startswith("Published measurements: TensorFlow documentation, Benchmarks page")
+    assert "- One run: one row of tf_benchmarks_2017.csv" in text and "; 207 runs." in text
+    assert "- Used by: figure-3, figure-4, figure-7, table-1." in text  # from conf/figure and conf/table
+    hacksa = client.get_experiment_by_name("hacksa-2019").tags["mlflow.note.content"]
+    assert "Used by: figure-1, figure-2, figure-5, table-3." in hacksa
+    runs = store["runs"].set_index(["experiment", "import_key"])
+    run = client.get_run(runs.loc[("hacksa-2019", "1.err"), "run_id"])
+    assert run.data.tags["mlflow.note.content"].startswith(
+        "Published measurement, read from `experiments/reference/hacksa-2019/logs/1.err` line 23 by "
+        "`python -m scalestudy.ingest hacksa-2019`."
+    )
+    assert run.data.tags["source_line"] == "1.err:23"
+
+
 def pd_isna(value) -> bool:
     return value != value or value is None
 
@@ -100,6 +120,7 @@ def test_second_import_changes_nothing(store, scratch, capsys):
     assert main(["--reference-dir", str(scratch["reference"])]) == 0  # all datasets, the default
     out = capsys.readouterr().out
     assert out.count("0 created, 0 updated") == 4 and "0 deleted" in out
+    assert "description updated" not in out  # nor were the experiments' descriptions written again
     assert ids(load_runs()) == ids(store["runs"])
 
 

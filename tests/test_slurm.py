@@ -540,3 +540,13 @@ def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path):
     assert (run.model, run.workers, run.status, run.platform) == ("vgg16", 2, "FAILED", "test")
     assert "slurm/7_0_0_log.err/7_0_0_log.err" in _artifact_files(uri, run.run_id)  # one folder per file
     assert record_sweep(tmp_path / "sweep", uri) == []
+    # What MLflow's UI shows as the descriptions of the run (its job folder) and of its experiment.
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    note = client.get_run(run.run_id).data.tags["mlflow.note.content"]
+    assert note.startswith(f"Measured run: `python -m scalestudy.train (no overrides)`, job folder `{job.resolve()}`")
+    assert "FAILED: Slurm job 7 ended without recording its run" in note
+    described = client.get_experiment_by_name(run.experiment).tags["mlflow.note.content"]
+    assert described.startswith("Measured runs: this repository's training harness")
+    assert "- Used by: figure-1, figure-2, figure-5, figure-6, table-2, table-3" in described

@@ -67,6 +67,7 @@ def tf_runs(extra: list[dict] | None = None) -> pd.DataFrame:
             {
                 "run_id": f"{platform}-{model}-{data}-{batch}-{gpus}",
                 "experiment": "tf-benchmarks-2017",
+                "experiment_id": "1",
                 "run_name": f"{model} · {device} · {gpus} GPUs · {data} · b{batch} · {platform}",
                 "status": "FINISHED",
                 "source": "published",
@@ -375,6 +376,7 @@ def keras_row(model, protocol, framework, workers, **metrics):
     return {
         "run_id": f"k-{model}-{protocol}-{framework}-{workers}",
         "experiment": "keras-backends-2017",
+        "experiment_id": "2",
         "run_name": f"{model} {framework} {protocol} {workers}",
         "status": "FINISHED",
         "source": "published",
@@ -477,6 +479,7 @@ def hacksa_row(model, workers, status="FINISHED", **values):
         "run_id": f"h-{model}-{workers}",
         "run_name": f"{model} {workers}",
         "experiment": "hacksa-2019",
+        "experiment_id": "3",
         "status": status,
         "source": "published",
         "model": model,

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.schema import RunRecord, SchemaError, run_name
-from scalestudy.tracking import load_runs, load_series, sqlite_path, sync_experiment
+from scalestudy.tracking import StoreError, load_runs, load_series, sqlite_path, sync_experiment
 
 
 def record(key, workers, value, **extra):
@@ -88,3 +88,34 @@ def test_sqlite_reader_equals_mlflow_api(uri):
     pd.testing.assert_frame_equal(fast, api)
     assert set(fast.run_name) == {run_name(record("a", 1, 0).params), run_name(record("b", 8, 0).params)}
     assert fast.workers.dtype.kind in "if" and fast.throughput_total.tolist() == [100.0, 700.0]
+
+
+def test_descriptions_and_saved_views_are_written_only_when_they_change(uri):
+    from mlflow import MlflowClient
+
+    from scalestudy.tracking import SAVED_VIEW_TAG, describe_experiments, save_views
+
+    sync_experiment("unit", [record("a", 1, 100.0)], uri)
+    assert describe_experiments({"unit": "one run per test"}, uri) == ["unit"]
+    assert describe_experiments({"unit": "one run per test"}, uri) == []
+    client = MlflowClient(tracking_uri=uri)
+    experiment_id = client.get_experiment_by_name("unit").experiment_id
+    assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "one run per test"
+
+    ours = lambda key: key.startswith("ours-")  # noqa: E731
+    client.set_experiment_tag(experiment_id, SAVED_VIEW_TAG + "someone-elses", "{}")
+    views = {experiment_id: {"ours-1": "first", "ours-2": "second"}}
+    assert save_views(views, ours, uri) == {"written": 2, "unchanged": 0, "deleted": 0}
+    assert save_views(views, ours, uri) == {"written": 0, "unchanged": 2, "deleted": 0}
+    assert save_views({experiment_id: {"ours-2": "second, changed"}}, ours, uri) == {
+        "written": 1,
+        "unchanged": 0,
+        "deleted": 1,
+    }
+    tags = client.get_experiment(experiment_id).tags
+    assert {k: v for k, v in tags.items() if k.startswith(SAVED_VIEW_TAG)} == {
+        SAVED_VIEW_TAG + "ours-2": "second, changed",
+        SAVED_VIEW_TAG + "someone-elses": "{}",  # not ours: left alone
+    }
+    with pytest.raises(StoreError, match="no active experiment with id 999"):
+        save_views({"999": {"ours-1": "x"}}, ours, uri)

@@ -1,22 +1,33 @@
-"""The MLflow UI served by scalestudy.ui shows the store's runs and their parameters (headless Chromium)."""
+"""The MLflow UI as a reviewer uses it (headless Chromium on `python -m scalestudy.ui`, run as a user runs it):
+from the home page by clicks to an experiment's runs table and, through its "Views" menu, to the runs behind
+figure 3; the link the UI prints for figure 3, opened in a browser that has never clicked anything; the runs
+table then shows exactly the runs the figure's sidecar lists, with model, workers and throughput_total.
+Also: a run's page (params, description naming its source line), the port-taken error, and --auth."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
-import urllib.parse
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
 import urllib.request
+from base64 import b64encode
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import free_port
+from conftest import REPO, free_port, run_module
 
-from scalestudy.schema import REQUIRED_PARAMS, RunRecord
-from scalestudy.tracking import load_runs, sync_experiment
-from scalestudy.ui import serve
-
-pytestmark = pytest.mark.integration
+from scalestudy.schema import REQUIRED_PARAMS
+from scalestudy.tracking import load_runs
+from scalestudy.ui import ADMIN_PASSWORD_ENV, UIError, auth_config, serve
+from scalestudy.ui_links import experiment_view, owned, runs_view
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -32,147 +43,360 @@ CHROME_ARGS = (
     "--disable-sync",
     "--window-size=2400,1200",
 )
+WAIT_S = 60
 EXPERIMENT = "tf-benchmarks-2017"
-RUNS = [("resnet50", 1), ("resnet50", 8), ("inception3", 4), ("vgg16", 2)]
-WAIT_S = 30
-SHOWN = ("model", "workers", "device")  # params read back from the runs table
+SHOWN = {"model": "params.`model`", "workers": "params.`workers`", "throughput_total": "metrics.`throughput_total`"}
+LINK_LINE = re.compile(r"^\s+(\S+)\s+(\d+) runs\s+(http://\S+)$")
 
 
-def _records() -> list[RunRecord]:
-    records = []
-    for model, workers in RUNS:
-        params = {
-            "model": model,
-            "framework": "tensorflow",
-            "workers": workers,
-            "device": "P100",
-            "data": "synthetic",
-            "batch_per_worker": 64,
-            "platform": "nvidia-dgx-1",
-        }
-        records.append(
-            RunRecord(
-                experiment=EXPERIMENT,
-                key=f"{model}/{workers}",
-                params=params,
-                where=f"test_ui:{model}/{workers}",
-                metrics={"throughput_total": 200.0 * workers},
-                tags={"source": "published", "citation": "TensorFlow performance benchmarks, 2017"},
-            )
+def _needs_chromium():
+    if CHROMIUM.exists() and CHROMEDRIVER.exists():
+        return
+    if os.geteuid() != 0:
+        pytest.skip(
+            "needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): "
+            "sudo apt-get install chromium chromium-driver"
         )
-    return records
+    pytest.fail(
+        "root, but /usr/bin/chromium or /usr/bin/chromedriver is missing: apt-get install chromium chromium-driver"
+    )
 
 
-def _driver(profile: Path):
+@pytest.fixture(scope="module")
+def site(published_store, tmp_path_factory):
+    """`python -m scalestudy.ui` on a copy of the published store, with the sidecars of figures 3 and 7 built
+    from it: the printed links ({name: url}), the sidecars and the store's runs. Stopped as Ctrl-C stops it."""
+    _needs_chromium()
+    root = tmp_path_factory.mktemp("ui")
+    db = root / "store.db"
+    shutil.copy(published_store[len("sqlite:///") :], db)
+    uri = f"sqlite:///{db}"
+    paper = root / "paper"
+    run_module("scalestudy.paper", "figure-3", "figure-7", f"out_dir={paper}", uri=uri)
+    port = free_port()
+    out = root / "ui.out"
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    command = [sys.executable, "-m", "scalestudy.ui", "--port", str(port), "--paper", str(paper)]
+    with out.open("w") as handle:
+        proc = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while "Ctrl-C stops the UI" not in out.read_text():
+            assert proc.poll() is None, f"python -m scalestudy.ui exited {proc.returncode}:\n{out.read_text()}"
+            assert time.monotonic() < deadline, f"python -m scalestudy.ui printed no links in 240 s:\n{out.read_text()}"
+            time.sleep(0.5)
+        printed = out.read_text()
+        links = {m[1]: (int(m[2]), m[3]) for m in map(LINK_LINE.match, printed.splitlines()) if m}
+        sidecars = {n: json.loads((paper / "figures" / f"{n}.json").read_text()) for n in ("figure-3", "figure-7")}
+        yield {
+            "base_url": f"http://127.0.0.1:{port}",
+            "links": links,
+            "printed": printed,
+            "sidecars": sidecars,
+            "runs": load_runs(uri),
+            "uri": uri,
+            "root": root,
+        }
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the UI stops its server's process group
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
+
+
+@pytest.fixture
+def browser(tmp_path):
+    """A fresh headless Chromium (a new profile: nothing clicked or remembered), and where its screenshots go."""
+    _needs_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
+    profile = tmp_path / "chromium-profile"
+    profile.mkdir()
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)  # never let Selenium Manager fetch a browser or driver
     for arg in (*CHROME_ARGS, f"--user-data-dir={profile}"):
         options.add_argument(arg)
-    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    try:
+        yield driver
+    finally:
+        driver.save_screenshot(str(tmp_path / "last-page.png"))  # what the page looked like at the end
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
 
 
-@pytest.fixture
-def store(tmp_path, monkeypatch):
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    records = _records()
-    assert sync_experiment(EXPERIMENT, records)["created"] == len(records)
-    return uri, load_runs(uri)
-
-
-def test_ui_lists_runs_and_their_params(store, tmp_path):
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        if os.geteuid() != 0:
-            pytest.skip(
-                "needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver): "
-                "sudo apt-get install chromium chromium-driver"
-            )
-        pytest.fail(
-            "root, but /usr/bin/chromium or /usr/bin/chromedriver is missing: apt-get install chromium "
-            "chromium-driver (make does)"
-        )
+def _wait(driver):
     from selenium.common.exceptions import StaleElementReferenceException
-    from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import WebDriverWait
 
-    uri, table = store
-    expected = dict(zip(table["run_id"], table["run_name"]))  # run id -> run name
-    params = table.set_index("run_id").to_dict("index")
-    assert len(expected) == len(RUNS)
-    with serve(uri, free_port()) as base_url:
-        query = urllib.parse.urlencode({"experiment_name": EXPERIMENT})
-        with urllib.request.urlopen(f"{base_url}/api/2.0/mlflow/experiments/get-by-name?{query}") as resp:
-            experiment_id = json.load(resp)["experiment"]["experiment_id"]
-        profile = tmp_path / "chromium-profile"
-        profile.mkdir()
-        driver = _driver(profile)
-        try:
-            wait = WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
-            # MLflow 3 opens an experiment on its GenAI overview unless the experiment is tagged as model
-            # training; workflowType=machine_learning selects the "Model training" runs table.
-            driver.get(f"{base_url}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+    return WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,))
 
-            # 1. The experiment page lists every run by its run name: the "Run Name" column (pinned left in
-            #    ag-grid) holds one link per run, to #/experiments/<id>/runs/<run_id>, whose text is the name.
-            links = "[col-id='attributes.`Run Name`'] a[href*='/runs/']"
 
-            def listed(drv):
-                found = {
-                    a.get_attribute("href").rsplit("/", 1)[-1]: a.get_attribute("textContent").strip()
-                    for a in drv.find_elements(By.CSS_SELECTOR, links)
-                }
-                return found if len(found) >= len(expected) else False
+def _click(driver, text: str, link: bool = False, exact: bool = True):
+    """Click what a person clicks to follow `text`: a link, or a toggle or menu item that shows it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
 
-            runs = wait.until(listed, "the runs table never listed the runs")
-            assert runs == {run_id: name for run_id, name in expected.items()}
-            wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"{len(expected)} matching runs"))
+    if link:
+        where = (By.LINK_TEXT, text)
+    else:
+        test = f"normalize-space(.)='{text}'" if exact else f"starts-with(normalize-space(.), '{text}')"
+        where = (By.XPATH, f"(//span|//*[@role='menuitem'])[{test}]")
+    _wait(driver).until(EC.element_to_be_clickable(where)).click()
 
-            # 2. Their params: tick "Parameters (7)" in the "Columns" selector, as a user would, then read
-            #    the params.`<key>` columns of each row (ag-grid's row-id is the run id).
-            driver.find_element(By.CSS_SELECTOR, "[data-testid='column-selection-dropdown']").click()
-            tree = wait.until(
-                EC.visibility_of_element_located((By.CSS_SELECTOR, "[data-testid='column-selector-tree']"))
-            )
-            group = f"Parameters ({len(REQUIRED_PARAMS)})"
-            tree.find_element(
-                By.XPATH, f".//span[@title='{group}']/preceding-sibling::span[contains(@class, 'tree-checkbox')]"
-            ).click()
-            driver.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
 
-            def shown_params(drv):
-                rows = {}
-                for row in drv.find_elements(By.CSS_SELECTOR, "div.ag-center-cols-container div[role='row']"):
-                    cells = {
-                        c.get_attribute("col-id"): c.get_attribute("textContent").strip()
-                        for c in row.find_elements(By.CSS_SELECTOR, "[col-id^='params.']")
-                    }
-                    rows[row.get_attribute("row-id")] = {key: cells.get(f"params.`{key}`") for key in SHOWN}
-                complete = len(rows) >= len(expected) and all(all(v.values()) for v in rows.values())
-                return rows if complete else False
+# The cells of the rows ag-grid has drawn (those in view), by row id (= run id) and column id.
+DRAWN_ROWS = """
+const rows = {};
+for (const row of document.querySelectorAll(".ag-center-cols-container div[role='row']")) {
+  const cells = {};
+  for (const cell of row.querySelectorAll("[col-id]")) cells[cell.getAttribute("col-id")] = cell.textContent.trim();
+  rows[row.getAttribute("row-id")] = cells;
+}
+return rows;
+"""
 
-            shown = wait.until(shown_params, "the params columns never filled")
-            driver.save_screenshot(str(tmp_path / "experiment-runs.png"))
-            want = {run_id: {key: str(params[run_id][key]) for key in SHOWN} for run_id in expected}
-            assert shown == want
 
-            # 3. One run's own page shows its full params table.
-            run_id = max(expected, key=lambda r: params[r]["workers"])
-            driver.get(f"{base_url}/#/experiments/{experiment_id}/runs/{run_id}")
-            wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), group))
-            body = driver.find_element(By.TAG_NAME, "body").text
-            assert expected[run_id] in body
-            for key in REQUIRED_PARAMS:
-                value = params[run_id][key]
-                assert f"{key}\n{value}" in body, f"run page lacks param {key}={value}"
-            driver.save_screenshot(str(tmp_path / "run-page.png"))
-        except BaseException:
-            driver.save_screenshot(str(tmp_path / "failure.png"))  # what the page looked like
-            raise
-        finally:
-            driver.quit()
-            shutil.rmtree(profile, ignore_errors=True)
+def _runs_table(driver) -> dict[str, dict[str, str]]:
+    """Every row of the runs table by run id, with the text of its SHOWN cells: ag-grid draws only the rows in
+    view, so this scrolls through the table, half a screen at a time."""
+    from selenium.webdriver.common.by import By
+
+    rows: dict[str, dict[str, str]] = {}
+    viewport = driver.find_element(By.CSS_SELECTOR, ".ag-body-viewport")
+    driver.execute_script("arguments[0].scrollTop = 0;", viewport)
+    position = -1
+    while True:
+        time.sleep(0.2)  # let ag-grid draw the rows scrolled into view
+        for run_id, cells in driver.execute_script(DRAWN_ROWS).items():
+            rows[run_id] = {key: cells.get(col_id, "") for key, col_id in SHOWN.items()}
+        top = driver.execute_script(
+            "arguments[0].scrollTop += arguments[0].clientHeight / 2; return arguments[0].scrollTop;", viewport
+        )
+        if top == position:
+            driver.execute_script("arguments[0].scrollTop = 0;", viewport)
+            return rows
+        position = top
+
+
+def _check_runs_table(driver, expected: set[str], runs, screenshot: Path) -> None:
+    """The runs table lists exactly `expected` (run ids), with model, workers and throughput_total shown, and
+    their values are the store's."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    wait = _wait(driver)
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"{len(expected)} matching runs"))
+    for col_id in SHOWN.values():
+        header = wait.until(EC.presence_of_element_located((By.CSS_SELECTOR, f".ag-header-cell[col-id='{col_id}']")))
+        assert header.is_displayed(), f"column {col_id} is not shown"
+
+    def complete(drv):  # every row drawn, every cell filled
+        rows = _runs_table(drv)
+        return rows if rows and all(all(cells.values()) for cells in rows.values()) else False
+
+    shown = wait.until(complete, "the runs table never showed every row with model, workers and throughput_total")
+    time.sleep(0.5)
+    driver.save_screenshot(str(screenshot))
+    assert set(shown) == expected
+    by_id = runs.set_index("run_id")
+    for run_id, cells in shown.items():
+        run = by_id.loc[run_id]
+        assert cells["model"] == run["model"] and cells["workers"] == str(int(run["workers"]))
+        # the UI rounds a metric for display (e.g. 1783.47 -> "1783"): compare to its shown precision
+        digits = cells["throughput_total"].split(".")[-1] if "." in cells["throughput_total"] else ""
+        assert float(cells["throughput_total"]) == pytest.approx(run["throughput_total"], abs=0.51 * 10 ** -len(digits))
+
+
+def _report(capsys, *paths: Path) -> None:
+    with capsys.disabled():
+        for path in paths:
+            print(f"\nscreenshot: {path}")
+
+
+def test_a_view_is_a_pure_function_of_its_runs():
+    """The builder and the UI compute the same view and link from the same runs (ui_links.py)."""
+    runs = [("b" * 32, "1", "tf-benchmarks-2017"), ("a" * 32, "1", "tf-benchmarks-2017")]
+    view = runs_view("figure-3", runs, "P100 against K80")
+    assert view == runs_view("figure-3", reversed(runs), "P100 against K80")
+    assert owned(view.key) and view.key.startswith("figure-3-") and not owned("my own view")
+    assert view.link == f"#/experiments/1/runs?workflowType=machine_learning&viewStateShareKey={view.key}"
+    assert view.state["searchFilter"] == f"attributes.run_id IN ('{'a' * 32}', '{'b' * 32}')"
+    assert {"params.`model`", "params.`workers`", "metrics.`throughput_total`"} <= set(view.state["selectedColumns"])
+    assert runs_view("figure-3", runs[:1]).key != view.key  # another set of runs, another view
+    query = parse_qs(urlsplit(view.search_link[1:]).query)
+    assert query["searchFilter"] == [view.state["searchFilter"]] and "viewStateShareKey" not in query
+
+    envelope = json.loads(view.tag_value(place=2))  # as MLflow's UI saves a view
+    assert envelope["name"] == "figure-3 · 2 runs · P100 against K80"
+    assert envelope["createdAt"] > json.loads(view.tag_value(place=3))["createdAt"]  # listed before place 3
+    assert json.loads(envelope["state"]) == view.state
+
+    both = runs_view("figure-7", [("c" * 32, "10", "horovod-docs"), *runs])
+    assert both.experiment_ids == ("1", "10")  # the UI reads the view from the first: it is saved in both
+    assert both.link.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%2210%22%5D&workflowType=")
+    assert both.name == "figure-7 · 3 runs in tf-benchmarks-2017, horovod-docs"
+    assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
+
+
+@pytest.mark.integration
+def test_from_the_home_page_by_clicks_to_the_runs_of_figure_3(site, browser, tmp_path, capsys):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    wait = _wait(browser)
+    sidecar = site["sidecars"]["figure-3"]
+    expected = {r["run_id"] for r in sidecar["mlflow_runs"]}
+    assert len(expected) == 64
+
+    browser.get(f"{site['base_url']}/")
+    # MLflow 3 opens an experiment on its GenAI overview until "Model training" is chosen (mlflow/mlflow#24498).
+    _click(browser, "Model training")
+    _click(browser, "Experiments", link=True)
+    # The experiments list shows each experiment's description (its start): the source.
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "Published measurements: TensorFlow"))
+    _click(browser, EXPERIMENT, link=True)
+    wait.until(EC.url_contains("/runs"))
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "Published measurements: TensorFlow"))
+    browser.save_screenshot(str(tmp_path / "experiment.png"))
+
+    # Two clicks from the experiment's runs table: "Views", then the figure's view.
+    browser.find_element(By.CSS_SELECTOR, "[data-testid='saved-views-trigger']").click()
+    _click(browser, "figure-3 · 64 runs", exact=False)
+    _check_runs_table(browser, expected, site["runs"], tmp_path / "figure-3-by-clicks.png")
+    _report(capsys, tmp_path / "experiment.png", tmp_path / "figure-3-by-clicks.png")
+
+
+@pytest.mark.integration
+def test_the_printed_figure_3_link_opens_exactly_its_runs(site, browser, tmp_path, capsys):
+    sidecar = site["sidecars"]["figure-3"]
+    expected = {r["run_id"] for r in sidecar["mlflow_runs"]}
+    n, link = site["links"]["figure-3"]
+    assert n == len(expected) == 64
+    assert link == f"{site['base_url']}/{sidecar['mlflow_ui']['link']}"  # the sidecar carries the same link
+    browser.get(link)  # a browser that never chose "Model training"
+    _check_runs_table(browser, expected, site["runs"], tmp_path / "figure-3-link.png")
+    _report(capsys, tmp_path / "figure-3-link.png")
+
+
+@pytest.mark.integration
+def test_a_figure_of_two_experiments_and_an_experiment_link(site, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    wait = _wait(browser)
+    sidecar = site["sidecars"]["figure-7"]
+    experiments = {r["experiment"] for r in sidecar["mlflow_runs"]}
+    assert experiments == {"tf-benchmarks-2017", "horovod-docs"}
+    n, link = site["links"]["figure-7"]
+    assert n == len(sidecar["mlflow_runs"]) == 28
+    browser.get(link)
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "Displaying Runs from 2 Experiments"))
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "28 matching runs"))
+
+    n, link = site["links"]["horovod-docs"]  # an experiment's link: its runs table with our columns
+    assert n == 3
+    browser.get(link)
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "3 matching runs"))
+    header = wait.until(
+        EC.presence_of_element_located((By.CSS_SELECTOR, ".ag-header-cell[col-id='metrics.`efficiency_published`']"))
+    )
+    assert header.is_displayed()
+
+
+@pytest.mark.integration
+def test_a_run_page_shows_its_params_and_where_it_was_read(site, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    runs = site["runs"]
+    run = runs[(runs.experiment == EXPERIMENT) & (runs.platform == "nvidia-dgx-1") & (runs.workers == 8)].iloc[0]
+    browser.get(f"{site['base_url']}/#/experiments/{run.experiment_id}/runs/{run.run_id}")
+    _wait(browser).until(
+        EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"Parameters ({len(REQUIRED_PARAMS) + 2})")
+    )
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert run.run_name in body
+    for key in REQUIRED_PARAMS:
+        assert f"{key}\n{run[key]}" in body, f"run page lacks param {key}={run[key]}"
+    line = run.source_line.split(":")[1]
+    assert f"experiments/reference/{EXPERIMENT}/tf_benchmarks_2017.csv line {line}" in body
+    browser.save_screenshot(str(tmp_path / "run-page.png"))
+
+
+def test_a_taken_port_is_one_clear_error(tmp_path):
+    store = tmp_path / "store.db"
+    store.touch()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{store}")
+        proc = subprocess.run(
+            [sys.executable, "-m", "scalestudy.ui", "--port", str(port)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: http://127.0.0.1:{port} is already in use (another MLflow UI?): stop it or pick another --port"
+    ]
+    assert proc.stdout == ""
+
+
+def _api(base_url: str, path: str, user: tuple[str, str] | None = None, body: dict | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(f"{base_url}/api/2.0/mlflow/{path}", method="POST" if body is not None else "GET")
+    if body is not None:
+        request.add_header("Content-Type", "application/json")
+        request.data = json.dumps(body).encode()
+    if user:
+        request.add_header("Authorization", "Basic " + b64encode(":".join(user).encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as err:
+        return err.code, {}
+
+
+@pytest.mark.integration
+def test_auth_keeps_other_local_users_from_reading_or_deleting_runs(store_copy, monkeypatch, browser):
+    """--auth serves MLflow's basic-auth app: without a password a local user gets nothing; a user the admin
+    creates may read but not delete; the UI works in a browser that has the password."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    monkeypatch.delenv(ADMIN_PASSWORD_ENV, raising=False)
+    with pytest.raises(UIError, match=ADMIN_PASSWORD_ENV):
+        auth_config(store_copy)
+    admin = ("admin", "a-long-admin-password")
+    monkeypatch.setenv(ADMIN_PASSWORD_ENV, admin[1])
+    run_id = load_runs(store_copy)["run_id"].iloc[0]
+    with serve(store_copy, free_port(), auth=True) as base_url:
+        assert _api(base_url, "experiments/search?max_results=10")[0] == 401
+        assert _api(base_url, "runs/delete", body={"run_id": run_id})[0] == 401
+        status, found = _api(base_url, "experiments/search?max_results=10", user=admin)
+        assert status == 200 and {e["name"] for e in found["experiments"]} >= {EXPERIMENT}
+        reviewer = ("reviewer", "another-long-password")
+        assert _api(base_url, "users/create", user=admin, body=dict(zip(("username", "password"), reviewer)))[0] == 200
+        assert _api(base_url, f"runs/get?run_id={run_id}", user=reviewer)[0] == 200
+        assert _api(base_url, "runs/delete", user=reviewer, body={"run_id": run_id})[0] == 403
+        status, run = _api(base_url, f"runs/get?run_id={run_id}", user=admin)
+        assert run["run"]["info"]["lifecycle_stage"] == "active"
+
+        # A browser asks for the password once (at the first answer 401) and sends it with every request after;
+        # headless, the password goes in the URL of that first request (not of the page: the UI's fetch
+        # refuses a page URL that carries one).
+        runs = load_runs(store_copy)
+        experiment_id = runs.loc[runs.experiment == "horovod-docs", "experiment_id"].iloc[0]
+        with_password = base_url.replace("http://", f"http://{admin[0]}:{admin[1]}@")
+        browser.get(f"{with_password}/api/2.0/mlflow/experiments/search")
+        browser.get(f"{base_url}/#/experiments/{experiment_id}/runs?workflowType=machine_learning")
+        _wait(browser).until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "3 matching runs"))

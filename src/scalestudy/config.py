@@ -57,3 +57,27 @@ def call(spec, *args, where: str, **kwargs):
             raise cause from None
         reason = repr(cause) if cause is not None else str(err).splitlines()[0]
         raise ValueError(f"{where}: {spec['_target_']}: {reason}") from err
+
+
+def experiment_users(conf: Path | None = None) -> dict[str, list[str]]:
+    """Which figures and tables draw runs of each MLflow experiment, read from their configs' `runs` filters:
+    {"tf-benchmarks-2017": ["figure-3", "figure-4", "figure-7", "table-1"], ...}, figures first, in number order."""
+    import yaml
+
+    users: dict[str, list[str]] = {}
+    for group in ("figure", "table"):
+        paths = sorted((conf or CONF_DIR).joinpath(group).glob("*.yaml"), key=_number_order)
+        for path in paths:
+            spec = yaml.safe_load(path.read_text()) or {}
+            for selection in (spec.get("runs") or {}).values():
+                names = (selection or {}).get("experiment") or []
+                for name in [names] if isinstance(names, str) else names:
+                    users.setdefault(str(name), [])
+                    if path.stem not in users[name]:
+                        users[name].append(path.stem)
+    return users
+
+
+def _number_order(path: Path) -> tuple[str, int]:
+    head, _, tail = path.stem.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (path.stem, 0)

@@ -72,6 +72,9 @@ COUNT_PARAMS = {"workers": 1, "batch_per_worker": 1, "epochs": 1, "steps": 1, "w
 SERIES = {"step_throughput_total": "instantaneous images/s summed over workers at that step"}
 
 SOURCES = ("published", "measured")
+# The tag MLflow's UI shows as the description of a run or an experiment (Markdown): where a published run was
+# read from (file:line), which job a measured run was; an experiment's source, citation and users.
+DESCRIPTION_TAG = "mlflow.note.content"
 
 # Canonical model names, with the spellings the sources use.
 MODELS = {

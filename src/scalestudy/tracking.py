@@ -33,7 +33,7 @@ import sqlite3
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from itertools import zip_longest
 from pathlib import Path
@@ -41,7 +41,7 @@ from urllib.parse import unquote, urlparse
 
 import pandas as pd
 
-from .schema import NUMERIC_PARAMS, RunRecord, SchemaError
+from .schema import DESCRIPTION_TAG, NUMERIC_PARAMS, RunRecord, SchemaError
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ DEFAULT_STORE = Path(".mlflow") / "store.db"
 # MLflow database schema revisions whose tables the direct reader (and the relocation) was checked against.
 KNOWN_SCHEMA_REVISIONS = {"dc11669786a5"}  # mlflow 3.17.2
 # Columns of the tidy table that do not come from params, metrics or tags.
-RUN_COLUMNS = ["run_id", "run_name", "experiment", "status", "start_ms", "end_ms"]
+RUN_COLUMNS = ["run_id", "run_name", "experiment", "experiment_id", "status", "start_ms", "end_ms"]
 SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "file", "databricks")
 NETWORK_FILE_SYSTEMS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "ceph", "glusterfs")
 IMPORT_STATE = "scalestudy.import"  # experiment tag: writing | complete
@@ -461,7 +461,8 @@ def _read_sqlite(path: Path) -> pd.DataFrame | None:
             " WHERE r.lifecycle_stage = 'active')"
         )
         runs = pd.read_sql_query(
-            "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment, r.status,"
+            "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment,"
+            " CAST(e.experiment_id AS TEXT) AS experiment_id, r.status,"
             " r.start_time AS start_ms, r.end_time AS end_ms"
             " FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id"
             f" WHERE r.run_uuid IN {visible} AND e.lifecycle_stage = 'active'",
@@ -491,8 +492,8 @@ def _read_api(uri: str) -> pd.DataFrame:
         if CONTENT_HASH not in run.data.tags:
             continue  # incomplete: written by a process that was killed
         rows.append({"run_id": info.run_id, "run_name": info.run_name,
-                     "experiment": experiments[info.experiment_id].name, "status": info.status,
-                     "start_ms": info.start_time, "end_ms": info.end_time})  # fmt: skip
+                     "experiment": experiments[info.experiment_id].name, "experiment_id": info.experiment_id,
+                     "status": info.status, "start_ms": info.start_time, "end_ms": info.end_time})  # fmt: skip
         params += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.params.items()]
         metrics += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.metrics.items()]
         tags += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.tags.items()]
@@ -590,3 +591,54 @@ def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
         client = _client(uri)
         experiment_id = ensure_experiment(client, uri, rec.experiment)
         return _write_run(client, experiment_id, rec, rec.content_hash())
+
+
+# --------------------------------------------------------------------------------------------
+# What the UI shows beside the runs: experiment descriptions and saved views of the runs table.
+# Both are experiment tags, written only where they differ, so an unchanged store stays as it is.
+
+SAVED_VIEW_TAG = "mlflow.sharedViewState."  # + view key: a saved view of the runs table (ui_links.py)
+
+
+def describe_experiments(descriptions: Mapping[str, str], uri: str | None = None) -> list[str]:
+    """Set each named experiment's description (created if missing); returns the names whose text changed."""
+    uri = uri or tracking_uri()
+    changed = []
+    with store_lock(uri, write=True), _writing(uri):
+        client = _client(uri)
+        for name, text in sorted(descriptions.items()):
+            experiment_id = ensure_experiment(client, uri, name)
+            if client.get_experiment(experiment_id).tags.get(DESCRIPTION_TAG) != text:
+                client.set_experiment_tag(experiment_id, DESCRIPTION_TAG, text)
+                changed.append(name)
+    return changed
+
+
+def save_views(
+    views: Mapping[str, Mapping[str, str]], owned: Callable[[str], bool], uri: str | None = None
+) -> dict[str, int]:
+    """Make the saved views of every experiment equal `views` ({experiment id: {view key: tag value}}) among the
+    view keys `owned` says are ours: missing or different ones are written, ours no longer wanted are deleted,
+    and anyone else's saved views are left alone."""
+    uri = uri or tracking_uri()
+    with store_lock(uri, write=True), _writing(uri):
+        client = _client(uri)
+        experiments = client.search_experiments()
+        missing = sorted(set(views) - {e.experiment_id for e in experiments})
+        if missing:
+            raise StoreError(f"no active experiment with id {missing[0]} in {uri}: no view saved")
+        counts = {"written": 0, "unchanged": 0, "deleted": 0}
+        for experiment in experiments:
+            wanted = views.get(experiment.experiment_id, {})
+            present = {k[len(SAVED_VIEW_TAG) :]: v for k, v in experiment.tags.items() if k.startswith(SAVED_VIEW_TAG)}
+            for key, value in sorted(wanted.items()):
+                if present.get(key) == value:
+                    counts["unchanged"] += 1
+                else:
+                    client.set_experiment_tag(experiment.experiment_id, SAVED_VIEW_TAG + key, value)
+                    counts["written"] += 1
+            for key in sorted(present):
+                if owned(key) and key not in wanted:
+                    client.delete_experiment_tag(experiment.experiment_id, SAVED_VIEW_TAG + key)
+                    counts["deleted"] += 1
+    return counts

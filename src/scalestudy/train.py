@@ -29,10 +29,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .cli import one_line
-from .config import CONF_DIR
+from .config import CONF_DIR, experiment_users
 from .launch import RESULT_FILE, JobOutcome, LaunchError, run_job
 from .provenance import environment_manifest, write_text
-from .schema import RunRecord, canonical_model
+from .schema import DESCRIPTION_TAG, RunRecord, canonical_model
 from .slurm.commands import SlurmConfigError
 from .timing import TimingError, aggregate, check_steps
 
@@ -176,6 +176,11 @@ def job_record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord
     tags["overrides"] = " ".join(overrides)[:5000]
     if reason:
         tags["failure"] = reason[:5000]
+    tags[DESCRIPTION_TAG] = (
+        f"Measured run: `python -m scalestudy.train {tags['overrides'] or '(no overrides)'}`, job folder "
+        f"`{tags['job_dir']}` (its config.yaml, environment.json and the ranks' logs are attached)."
+        + (f"\n\nFAILED: {tags['failure']}" if reason else "")
+    )[:5000]
     artifacts = {"config": str(job_dir / JOB_CONFIG), "environment": str(job_dir / "environment.json")}
     if outcome.result is not None:
         artifacts["result"] = str(job_dir / RESULT_FILE)
@@ -194,6 +199,25 @@ def job_record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord
         end_ms=int(outcome.job_end_unix * 1000),
         where=str(job_dir),
     )
+
+
+def experiment_description(experiment: str) -> str:
+    """The description in MLflow's UI of an experiment of measured runs (Markdown): what one run is, who uses it."""
+    users = ", ".join(experiment_users().get(experiment, [])) or "no figure or table yet"
+    return (
+        "Measured runs: this repository's training harness (`python -m scalestudy.train`, Horovod ranks of "
+        "TensorFlow or MXNet), run here or through Slurm.\n\n"
+        "- One run: one job, `workers` ranks of one framework, model and data; a job that failed is a FAILED run "
+        "with the reason and every rank's log. Each run's description names its job folder and the command's "
+        "overrides.\n"
+        f"- Used by: {users} (with `source=measured` or `source=all`)."
+    )
+
+
+def describe_experiment(experiment: str, uri: str | None) -> None:
+    from .tracking import describe_experiments
+
+    describe_experiments({experiment: experiment_description(experiment)}, uri)
 
 
 def recorded_by_submitter(cfg: DictConfig) -> bool:
@@ -270,6 +294,7 @@ def record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord:
     else:
         uri = cfg.tracking.uri or tracking_uri()
         run_id = log_measured_run(rec, uri=uri)
+        describe_experiment(rec.experiment, uri)
     summary = {"run_id": run_id, "status": rec.status, "run_name": rec.run_name, "store": uri}
     if rec.status == "FINISHED":
         m = rec.metrics

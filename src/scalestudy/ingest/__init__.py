@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from ..schema import NUMERIC_PARAMS, RunRecord, SchemaError, canonical_model
+from ..schema import DESCRIPTION_TAG, NUMERIC_PARAMS, RunRecord, SchemaError, canonical_model
 
 REFERENCE_DIR = Path("experiments") / "reference"
 
@@ -40,7 +40,8 @@ def read_text(path: Path) -> str:
 
 
 def read_source(folder: Path) -> dict[str, str]:
-    """The dataset's source.yaml: experiment name, citation, url."""
+    """The dataset's source.yaml (experiment name, citation, url, what one run is), plus `folder` (where it was
+    read) and `dataset_dir` (where the dataset lives in the repository, as descriptions name it)."""
     path = folder / "source.yaml"
     if not path.is_file():
         raise SchemaError(f"{path}: missing (every reference dataset names its source there)")
@@ -52,20 +53,47 @@ def read_source(folder: Path) -> dict[str, str]:
         raise SchemaError(f"{where}: not valid YAML: {getattr(err, 'problem', None) or err}") from None
     if not isinstance(source, dict):
         raise SchemaError(f"{path}:1: expected 'key: value' lines (experiment, citation, url), got {source!r:.60}")
-    for key in ("experiment", "citation"):
+    for key in ("experiment", "citation", "one_run"):
         if not isinstance(source.get(key), str) or not source[key].strip():
             raise SchemaError(f"{path}: key {key!r} is missing or not a text")
-    return source
+    return {**source, "folder": str(folder), "dataset_dir": (REFERENCE_DIR / folder.name).as_posix()}
 
 
 def published_tags(source: dict[str, str], where: str) -> dict[str, str]:
+    """The tags of every published run; `where` is the file:line the run was read from. The run's description
+    names that file as it lies in the repository (e.g. experiments/reference/hacksa-2019/logs/1.err:23),
+    whichever copy of the folder was read, so the run's content hash does not depend on the copy."""
+    file, _, line = where.rpartition(":")
+    path = Path(file)
+    try:
+        shown = f"{source['dataset_dir']}/{path.resolve().relative_to(Path(source['folder']).resolve()).as_posix()}"
+    except ValueError:  # a file outside the dataset's folder
+        shown = path.name
     return {
         "source": "published",
         "citation": source["citation"],
         "dataset": source["experiment"],
         "source_url": source.get("url") or "",
-        "source_line": where,
+        "source_line": f"{path.name}:{line}",
+        DESCRIPTION_TAG: (
+            f"Published measurement, read from `{shown}` line {line} by "
+            f"`python -m scalestudy.ingest {Path(source['folder']).name}`.\n\nSource: {source['citation']}"
+        ),
     }
+
+
+def experiment_description(source: dict[str, str], n_runs: int, users: list[str]) -> str:
+    """The experiment's description in MLflow's UI (Markdown): source, citation, what one run is, who uses it."""
+    link = f" ({source['url']})" if source.get("url") else ""
+    used = ", ".join(users) if users else "no figure or table yet"
+    return (
+        f"Published measurements: {source['citation']}{link}.\n\n"
+        f"- One run: {' '.join(str(source['one_run']).split())}; {n_runs} runs. Each run's description names the "
+        f"file and line it was read from.\n"
+        f"- Data: `{source['dataset_dir']}/` (its README.md says how it is read), imported by "
+        f"`python -m scalestudy.ingest {Path(source['folder']).name}` (tag source=published).\n"
+        f"- Used by: {used}."
+    )
 
 
 def csv_rows(path: Path, columns: list[str]) -> Iterator[tuple[str, dict[str, str]]]:

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 from .. import cli
+from ..config import experiment_users
 from ..schema import SchemaError
-from ..tracking import StoreError, check_records, store_lock, sync_experiment, tracking_uri
-from . import REFERENCE_DIR, read_source, registry
+from ..tracking import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
+from . import REFERENCE_DIR, experiment_description, read_source, registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,20 +33,26 @@ def main(argv: list[str] | None = None) -> int:
     try:  # read and check everything first: a bad file stops the import before any run is written
         for name in names:
             folder = args.reference_dir / name
-            experiment, records = read_source(folder)["experiment"], parsers[name](folder)
-            check_records(experiment, records)
-            parsed[name] = (experiment, records)
+            source, records = read_source(folder), parsers[name](folder)
+            check_records(source["experiment"], records)
+            parsed[name] = (source, records)
     except SchemaError as err:
         print(f"error: {cli.one_line(err)}; nothing was written", file=sys.stderr)
         return 2
-    done = []
+    users, done = experiment_users(), []
     try:
         with store_lock(uri, write=True):
-            for name, (experiment, records) in parsed.items():
+            for name, (source, records) in parsed.items():
+                experiment = source["experiment"]
                 counts = sync_experiment(experiment, records, uri)
                 done.append(name)
+                # The experiment's description in the UI: written only when its text changed.
+                described = describe_experiments(
+                    {experiment: experiment_description(source, len(records), users.get(experiment, []))}, uri
+                )
                 summary = ", ".join(f"{v} {k}" for k, v in counts.items())
-                print(f"{name}: {len(records)} runs in experiment {experiment!r}: {summary}")
+                print(f"{name}: {len(records)} runs in experiment {experiment!r}: {summary}"
+                      + ("; description updated" if described else ""))  # fmt: skip
     except StoreError as err:
         failed = next(n for n in parsed if n not in done)
         kept = f"{', '.join(done)} imported; " if done else ""

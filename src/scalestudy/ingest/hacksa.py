@@ -259,7 +259,7 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
     if len(log.devices) > 1:
         raise SchemaError(f"{path}:1: the log names several GPU kinds: {sorted(log.device_names)}")
 
-    tags = published_tags(source, f"{path.name}:{log.start_line}")
+    tags = published_tags(source, f"{path}:{log.start_line}")
     tags["log_file"] = path.name
     if log.device_names:
         tags["device_name"] = sorted(log.device_names)[0]

@@ -32,7 +32,7 @@ def read(folder: Path) -> list[RunRecord]:
                 params=params,
                 where=where,
                 metrics={"efficiency_published": efficiency},
-                tags=published_tags(source, where.split("/")[-1]),
+                tags=published_tags(source, where),
             )
         )
     return records

@@ -230,7 +230,7 @@ def _table(
                 raise SchemaError(f"{row_where}: {label} {value} is not a fraction in 0..1")
             column[name] = value
 
-    source_line = f"{path.name}:{first_line}"
+    source_line = f"{path}:{first_line}"
     records = []
     for n, values in zip(workers, metrics):
         params: dict[str, object] = {

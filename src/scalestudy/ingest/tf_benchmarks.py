@@ -34,7 +34,7 @@ def read(folder: Path) -> list[RunRecord]:
                 params=params,
                 where=where,
                 metrics={"throughput_total": number(row["images_per_sec"], where, "images_per_sec")},
-                tags=published_tags(source, where.split("/")[-1]),
+                tags=published_tags(source, where),
             )
         )
     return records

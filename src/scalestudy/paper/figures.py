@@ -23,7 +23,7 @@ from ..tracking import load_series
 from ..warmup import warmup_end
 from .formats import label
 from .latex import tex
-from .selection import select_runs
+from .selection import select_runs, ui_entry
 
 # 20 distinguishable colours: tab20's dark shades first, then its light ones.
 COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]
@@ -273,6 +273,8 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
             {"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment, "source": r.source}
             for r in chosen.sort_values("run_id").itertuples()
         ],
+        # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
+        "mlflow_ui": ui_entry(name, chosen, fig_cfg["title"]),
     }
     paths = [out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex")]
     try:

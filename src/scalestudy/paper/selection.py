@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from ..schema import SOURCES
+from ..ui_links import runs_view, sidecar_entry
 
 
 class EmptySelection(LookupError):
@@ -62,3 +63,9 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
         filters = {src: dict((selection or {}).get(src) or {}) for src in wanted}
         raise EmptySelection(f"{what}: no run matches the filter {filters} (source={source})")
     return chosen.reset_index(drop=True)
+
+
+def ui_entry(name: str, chosen: pd.DataFrame, title: str = "") -> dict:
+    """The sidecar's links to the chosen runs in MLflow's UI (ui_links.py), for a figure or a table."""
+    runs = zip(chosen["run_id"], chosen["experiment_id"].astype(str), chosen["experiment"].astype(str))
+    return sidecar_entry(runs_view(name, runs, title))

@@ -24,7 +24,7 @@ from ..config import call
 from ..provenance import atomic_files, json_text, plain
 from .formats import fmt, label
 from .latex import render
-from .selection import same, select_runs
+from .selection import same, select_runs, ui_entry
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers shared by the table functions
@@ -448,6 +448,8 @@ def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, c
             }
             for r in chosen.sort_values("run_id").itertuples()
         ],
+        # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
+        "mlflow_ui": ui_entry(name, chosen),
     }
     with atomic_files(tex_path, json_path) as (tmp_tex, tmp_json):
         tmp_tex.write_text(text)

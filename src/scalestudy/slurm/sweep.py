@@ -68,7 +68,7 @@ def _lost_job_record(job_dir: Path):
 def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
     """Record every job of the sweep not recorded yet; returns one summary per job recorded now."""
     from ..tracking import log_measured_run
-    from ..train import JOB_CONFIG, RUN_FILE, load_record
+    from ..train import JOB_CONFIG, RUN_FILE, describe_experiment, load_record
 
     done = []
     for job_dir in sorted(p for p in Path(sweep_dir).iterdir() if (p / JOB_CONFIG).exists()):
@@ -85,6 +85,7 @@ def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
         record.artifacts.update(_slurm_logs(job_dir))
         run_id = log_measured_run(record, uri=uri)
         (job_dir / RECORDED).write_text(run_id + "\n")
+        describe_experiment(record.experiment, uri)
         done.append(
             {"job": job_dir.name, "run_id": run_id, "status": record.status, "failure": record.tags.get("failure", "")}
         )
