@@ -48,6 +48,31 @@ METRICS = {
     "warmup_steps_configured": "steps excluded as warm-up, as configured",
     "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
     "time_launch_s": "start of the job to the last rank's process start, s (launcher overhead, part of time_init_s)",
+    # Where a step's time goes, from a Horovod timeline (profile=timeline; scalestudy.profile.timeline says how).
+    # Means over the measured steps; the k-th allreduce of each gradient tensor belongs to step k.
+    "step_time_ms": "mean time of a measured step, ms (the harness's clock; a timeline alone: median step gap)",
+    "step_compute_ms": "step_time_ms minus the communication that did not overlap computation, ms",
+    "step_comm_ms": "time per step in which an allreduce was in flight (union of ALLREDUCE spans), ms",
+    "step_comm_exposed_ms": "allreduce time per step after the last gradient was ready on every rank, ms",
+    "step_comm_share": "step_comm_ms / step_time_ms, 0..1",
+    "step_comm_overlap_share": "share of step_comm_ms that overlapped computation (1 - exposed / comm), 0..1",
+    "step_negotiate_ms": "time per step in which Horovod waited for ranks to be ready (union of negotiations), ms",
+    "step_fusion_copy_ms": "time per step copying into and out of the fusion buffer (union), ms",
+    "step_allreduces": "fused allreduces (collectives on the backend) per step",
+    "step_allreduce_mb": "gradient bytes allreduced per step, MB (1e6 bytes)",
+    "timeline_steps": "training steps averaged over from the Horovod timeline",
+    # A GPU profile (Nsight Systems or nvprof export): python -m scalestudy.profile summarize FILE --run RUN_ID.
+    "profile_kernels": "kernels in the profile (or its window)",
+    "profile_kernel_ms": "sum of kernel durations over kernels and devices, ms",
+    "profile_span_ms": "first kernel start to last kernel end, ms",
+    "profile_compute_ms": "sum of durations of the kernels that are not NCCL, ms",
+    "profile_nccl_ms": "sum of durations of the NCCL kernels, ms",
+    "profile_nccl_share": "profile_nccl_ms / profile_kernel_ms, 0..1",
+    "profile_memcpy_h2d_ms": "host-to-device copies, ms",
+    "profile_memcpy_d2h_ms": "device-to-host copies, ms",
+    "profile_memcpy_d2d_ms": "device-to-device copies, ms",
+    "profile_memcpy_p2p_ms": "peer-to-peer copies between devices, ms",
+    "profile_idle_ms": "time devices ran nothing between their first and last activity, summed over devices, ms",
 }
 # Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
 SERIES = {"step_throughput_total": "instantaneous images/s summed over workers at that step"}

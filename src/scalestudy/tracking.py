@@ -320,3 +320,29 @@ def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
     client = _client(uri)
     experiment_id = ensure_experiment(client, uri, rec.experiment)
     return _write_run(client, experiment_id, rec, rec.content_hash())
+
+
+def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | None = None, uri: str | None = None):
+    """Add metrics (schema names) and tags to a run that exists, e.g. a profile's summary of it."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
+    from mlflow.exceptions import MlflowException
+
+    from .schema import METRICS
+
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise SchemaError(f"run {run_id}: metrics outside the schema: {unknown}")
+    uri = uri or tracking_uri()
+    client = _client(uri)
+    try:
+        client.get_run(run_id)
+    except MlflowException:
+        raise StoreError(f"run {run_id} is not in the store {uri}") from None
+    now = int(time.time() * 1000)
+    client.log_batch(
+        run_id,
+        metrics=[Metric(k, float(v), now, 0) for k, v in sorted(metrics.items())],
+        tags=[RunTag(k, str(v)) for k, v in sorted((tags or {}).items())],
+    )
