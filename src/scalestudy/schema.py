@@ -82,6 +82,7 @@ SOURCES = ("published", "measured")
 # Canonical model names, with the spellings the sources use.
 MODELS = {
     "alexnet": "AlexNet",
+    "googlenet": "GoogLeNet",
     "vgg16": "VGG-16",
     "vgg19": "VGG-19",
     "inception3": "Inception-v3",
@@ -154,13 +155,23 @@ class RunRecord:
 
     def content_hash(self) -> str:
         """Hash of everything written for this run, so a changed source updates its run."""
-        files = {name: hashlib.sha256(Path(path).read_bytes()).hexdigest() for name, path in self.artifacts.items()}
+        files = {name: _digest(Path(path)) for name, path in self.artifacts.items()}
         blob = json.dumps(
             [self.params, self.metrics, self.tags, self.series, files, self.status, self.start_ms, self.end_ms],
             sort_keys=True,
             default=str,
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 of a file, or of a folder's files with their relative paths."""
+    if not path.is_dir():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(item.relative_to(path)).encode() + b"\0" + item.read_bytes())
+    return digest.hexdigest()
 
 
 def run_name(params: dict[str, object]) -> str:

@@ -117,7 +117,8 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
     for param_chunk, metric_chunk in zip_longest(param_chunks, metric_chunks, fillvalue=[]):
         client.log_batch(run_id, params=param_chunk, metrics=metric_chunk)
     for name, path in sorted(rec.artifacts.items()):
-        client.log_artifact(run_id, str(path), artifact_path=name)
+        log = client.log_artifacts if Path(path).is_dir() else client.log_artifact  # a folder keeps its layout
+        log(run_id, str(path), artifact_path=name)
     client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     return run_id
 
