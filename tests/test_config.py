@@ -46,7 +46,8 @@ def test_every_figure_and_table_composes_and_names_functions_that_exist(group):
     assert names
     for name in names:
         spec = OmegaConf.to_container(compose("paper", [f"{group}={name}"])[group], resolve=True)
-        assert spec["name"] == name and spec["runs"]["published"] is not None
+        # a figure of runs measured here only (figure-9) declares no published runs
+        assert spec["name"] == name and any(spec["runs"].get(src) is not None for src in ("published", "measured"))
         for target in targets(spec):
             assert callable(get_method(target)), f"{name}: {target}"
 

@@ -16,8 +16,8 @@ from scalestudy.ingest.__main__ import main
 from scalestudy.tracking import artifact_root, load_runs, load_series
 
 REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
-DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs"]
-COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3}
+DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs", "malik-2018"]
+COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3, "malik-2018": 3}
 
 
 def ids(table) -> dict[tuple[str, str], str]:
@@ -28,7 +28,7 @@ def ids(table) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """A copy of the reference data and a store holding all four datasets, imported once.
+    """A copy of the reference data and a store holding every dataset, imported once.
 
     The store lives in memory-backed /dev/shm where there is one: SQLite syncs every MLflow write to disk,
     and on a busy disk that doubles the import's time (about 20 s in memory, 40 s on disk, for 255 runs).
@@ -99,7 +99,7 @@ def pd_isna(value) -> bool:
 def test_second_import_changes_nothing(store, scratch, capsys):
     assert main(["--reference-dir", str(scratch["reference"])]) == 0  # all datasets, the default
     out = capsys.readouterr().out
-    assert out.count("0 created, 0 updated") == 4 and "0 deleted" in out
+    assert out.count("0 created, 0 updated") == len(DATASETS) and "0 deleted" in out
     assert ids(load_runs()) == ids(store["runs"])
 
 

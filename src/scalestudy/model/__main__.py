@@ -26,10 +26,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(count_framework(rest[0])))
         return 0
     if command == "sizes":
+        from pathlib import Path
+
         from .sizes import SIZES_FILE, generate
 
-        rows = generate()
-        print(f"{SIZES_FILE}: {len(rows)} rows")
+        out = Path(rest[rest.index("--out") + 1]) if "--out" in rest else SIZES_FILE
+        rows = generate(out)
+        print(f"{out}: {len(rows)} rows")
         return 0
     if command in ("predict", "validate"):
         from .cli import predict_command, validate_command

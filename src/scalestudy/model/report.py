@@ -126,6 +126,7 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         number(f"{key}-high", c["predicted"]["high"])
         number(f"{key}-fp16", c["fp16"]["efficiency"])
         number(f"{key}-compute-ms", 1e3 * c["compute_s"], "fixed0")
+        number(f"{key}-allreduce-ms", 1e3 * c["allreduce_s"], "fixed0")
         number(f"{key}-gradient-mb", c["nbytes"] / 1e6, "fixed0")
         for n, p in c["what_ifs"].items():
             number(f"{key}-{n}", p["efficiency"])

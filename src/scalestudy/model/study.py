@@ -241,6 +241,8 @@ def claim_predictions(runs: pd.DataFrame, settings: Mapping, fitted: Fit | None 
                     "claimed": claimed,
                     "claim_text": getattr(r, "claim", None) if isinstance(getattr(r, "claim", None), str) else None,
                     "network": claim["network"],
+                    "network_label": settings["networks"][claim["network"]]["label"],
+                    "setting_note": claim.get("note", ""),
                     "intra": claim["intra"],
                     "gpus_per_node": int(claim["gpus_per_node"]),
                     "run_id": r.run_id,
@@ -266,6 +268,10 @@ def claim_predictions(runs: pd.DataFrame, settings: Mapping, fitted: Fit | None 
                     fp16=predict(fitted, settings, nbytes=nbytes / 2, network=settings["fp16_what_if"], **common),
                     predicted=predict(fitted, settings, nbytes=nbytes, network=claim["network"], **common),
                 )
+                setting = Network(
+                    network_link(settings, row["intra"]), network_link(settings, row["network"]), row["gpus_per_node"]
+                )
+                row["allreduce_s"] = hierarchical_allreduce_s(row["workers"], nbytes, setting)
                 if claimed is not None:
                     row["overlap_needed"] = overlap_needed(
                         fitted, settings, nbytes=nbytes, network=claim["network"], target=claimed, **common
