@@ -143,7 +143,7 @@ RUN_ARGS_1 := $(CPU_RUN)
 RUN_ARGS_2 := $(CPU_RUN)
 RUN_ARGS_5 := $(CPU_RUN) hydra.sweeper.params.model=resnet50
 RUN_ARGS_6 := $(CPU_RUN) hydra.sweeper.params.model=resnet50 epochs=1
-RUN_ARGS_9 := $(CPU_RUN)
+RUN_ARGS_9 := $(CPU_RUN) steps=15 warmup_steps=3
 run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (N = 1, 2, 5, 6, 9; 1 and 2 CPU ranks; SIZE=full as configured)
 	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
 

@@ -165,21 +165,21 @@ def timeline_metrics(cfg: DictConfig, timeline: Path, ranks: list[dict]) -> tupl
     from .profile import ProfileError
     from .profile.timeline import summarize_timeline
 
-    if not timeline.exists():
-        return {}, f"profile=timeline: Horovod wrote no timeline at {timeline}"
     warmup = int(cfg.warmup_steps)
     gaps = [np.diff([r["loop_start_unix"], *r["step_end_unix"]]) for r in ranks]
     step_times = np.max(np.vstack(gaps), axis=0)  # per step, the slowest rank
+    if len(ranks) == 1:
+        # Horovod's optimizers skip the allreduce on one rank (its timeline may even stay empty): no communication.
+        step_ms = 1e3 * float(np.mean(step_times[warmup:]))
+        zero = ("step_comm_ms", "step_comm_exposed_ms", "step_comm_share", "step_negotiate_ms", "step_fusion_copy_ms")
+        return {"step_time_ms": step_ms, "step_compute_ms": step_ms, **dict.fromkeys(zero, 0.0)}, ""
+    if not timeline.exists():
+        return {}, f"profile=timeline: Horovod wrote no timeline at {timeline}"
     try:
         summary = summarize_timeline(timeline, skip_steps=warmup, step_times_s=list(step_times[warmup:]))
     except ProfileError as err:
         return {}, f"profile=timeline: {err}"
     found = summary.facts["steps"]
-    if found == 0 and len(ranks) == 1:
-        # One rank reduces nothing (Horovod skips the allreduce): the communication is a measured zero.
-        step_ms = 1e3 * float(np.mean(step_times[warmup:]))
-        zero = ("step_comm_ms", "step_comm_exposed_ms", "step_comm_share", "step_negotiate_ms", "step_fusion_copy_ms")
-        return {"step_time_ms": step_ms, "step_compute_ms": step_ms, **dict.fromkeys(zero, 0.0)}, ""
     if found != len(step_times):
         steps = len(step_times)
         return {}, f"profile=timeline: {timeline} has {found} allreduces per gradient tensor, the job {steps} steps"
