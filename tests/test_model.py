@@ -123,8 +123,8 @@ def test_fit_needs_enough_points():
 def test_gradient_sizes_table():
     rows = read_sizes()
     assert {r["model"] for r in rows} >= {"vgg16", "vgg19", "resnet50", "resnet101", "inception3", "alexnet"}
-    # ResNet-50's allreduce in a recorded Gloo timeline reduced 102,334,368 bytes per step (tests/test_profile.py
-    # of the harness): 25,583,592 float32 gradients.
+    # A recorded Gloo timeline of Keras's ResNet-50 reduces 102,334,368 bytes per step = 25,583,592 float32
+    # gradients (tests/test_profile_integration.py checks it on every run it records).
     assert size_of("resnet50", 1000)["trainable_parameters"] == 25_583_592
     assert gradient_bytes("resnet50", 1000, bytes_per_value=2) == 25_583_592 * 2
     vgg = size_of("vgg16", 1000)["trainable_parameters"]

@@ -17,7 +17,7 @@ from conftest import REPO
 from scalestudy.profile import ProfileError, parse_window, summarize
 from scalestudy.profile.gpu import short_name
 from scalestudy.profile.intervals import overlap_length, overlapping_groups, union_length
-from scalestudy.profile.timeline import tensor_bytes
+from scalestudy.profile.timeline import Span, fused_count, tensor_bytes
 
 
 def _reference_profiles() -> Path | None:
@@ -67,6 +67,22 @@ def test_tensor_bytes_from_timeline_args():
     assert tensor_bytes({"dtype": "float16", "shape": "[10]"}) == 20
     assert tensor_bytes({"dtype": "float32", "shape": "[]"}) == 4
     assert tensor_bytes({}) is None
+
+
+def test_fused_allreduces_are_groups_of_overlapping_collectives():
+    def span(pid, name, start, end):
+        return Span(pid, name, start, end, {})
+
+    # a fused allreduce of tensors 1-3, then one of tensors 4-5: two groups
+    flat = [span(p, "MPI_ALLREDUCE", s, e) for p, s, e in [(1, 0, 10), (2, 0, 10), (3, 1, 9), (4, 20, 30), (5, 21, 29)]]
+    assert fused_count(flat) == 2
+    # one hierarchical allreduce of two tensors: three collectives one after the other, still one allreduce
+    hierarchical = [
+        span(p, name, s, e)
+        for p in (1, 2)
+        for name, s, e in [("NCCL_REDUCESCATTER", 0, 5), ("MPI_ALLREDUCE", 5, 10), ("NCCL_ALLGATHER", 10, 15)]
+    ]
+    assert fused_count(hierarchical) == 1
 
 
 def test_window_syntax():

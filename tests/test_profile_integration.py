@@ -75,7 +75,9 @@ def test_two_gloo_ranks_record_and_summarize_their_timeline(tmp_path, framework,
     stored = list((tmp_path / "store-artifacts").rglob("profile/horovod_timeline.json"))
     assert len(stored) == 1 and stored[0].read_bytes() == timeline.read_bytes()
     summary = summarize(timeline)
-    assert summary.facts["steps"] == WARMUP + STEPS and summary.facts["open_spans"] == 0
+    # every step's allreduces are there; the job's last collective (the result's allgather) may be left open when
+    # the ranks exit before Horovod's writer records its end (seen with MXNet)
+    assert summary.facts["steps"] == WARMUP + STEPS and summary.facts["open_spans"] <= 2
     assert {"ALLREDUCE", "GLOO_ALLREDUCE", "NEGOTIATE_ALLREDUCE"} <= {c["class"] for c in summary.classes}
     start = summary.facts["start_unix"]
     assert result["ranks"][0]["process_start_unix"] - 60 < start < result["ranks"][0]["step_end_unix"][0]
@@ -86,7 +88,9 @@ def test_two_gloo_ranks_record_and_summarize_their_timeline(tmp_path, framework,
     # figure 9 draws the run
     build = run_module("scalestudy.paper", "figure-9", "source=measured", f"out_dir={tmp_path / 'paper'}", uri=uri)
     points = json.loads((tmp_path / "paper" / "figures" / "figure-9.json").read_text())["points"]
-    assert {p["y"] for p in points} >= {"step_time_ms", "step_compute_ms", "step_comm_exposed_ms", "step_comm_share"}
+    assert {p["y"] for p in points} == {"step_compute_ms", "step_comm_exposed_ms", "step_comm_ms"}
+    drawn = {p["y"]: p["value"] for p in points}
+    assert drawn["step_comm_ms"] == pytest.approx(run["step_comm_ms"])
     assert "figure-9" in build.stdout
 
 

@@ -156,6 +156,17 @@ def tensor_bytes(args: dict) -> int | None:
     return size * int(np.prod(dims, dtype=np.int64)) if dims else size
 
 
+def fused_count(collectives: list[Span]) -> int:
+    """Fused allreduces among one step's collectives: the tensors of one fused allreduce share its collective, so
+    their spans overlap. A hierarchical allreduce runs several collectives one after the other (NCCL_REDUCESCATTER,
+    MPI_ALLREDUCE, NCCL_ALLGATHER), so the groups are counted per collective and the largest count is taken."""
+    names = {s.name for s in collectives}
+    return max(
+        overlapping_groups([s.start for s in collectives if s.name == n], [s.end for s in collectives if s.name == n])
+        for n in names
+    )
+
+
 def per_step(spans: list[Span], window: tuple[float, float] | None = None) -> tuple[list[dict], dict]:
     """Per training step: the allreduce numbers (see the module doc). Returns (steps, facts)."""
     by_pid: dict[int, dict[str, list[Span]]] = {}
@@ -207,7 +218,7 @@ def per_step(spans: list[Span], window: tuple[float, float] | None = None) -> tu
                 "exposed_ms": exposed / 1e3,
                 "negotiate_ms": union_length([s.start for s in negotiate], [s.end for s in negotiate]) / 1e3,
                 "fusion_copy_ms": union_length([s.start for s in copies], [s.end for s in copies]) / 1e3,
-                "fused_allreduces": overlapping_groups([s.start for s in backend], [s.end for s in backend]),
+                "fused_allreduces": fused_count(backend),
                 "bytes": float(sum(s for s in sizes if s is not None)) if any(s is not None for s in sizes) else None,
             }
         )
