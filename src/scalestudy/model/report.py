@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..schema import MODELS
-from .study import _rows, claim_predictions, dataset_frame, fit_dataset, predict, validation
+from .study import claim_predictions, fit_dataset, predict, published_runs, validation
 
 CURVE_WORKERS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
@@ -63,7 +63,7 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
                     out.append(_row(title, "model", series, n, p["efficiency"], p["low"], p["high"]))
         for name in panel.get("claim_texts", []):
             label = scaling["claims"][name].get("label", name)
-            for r in _rows(runs, scaling["claims"][name]["runs"]).head(1).itertuples():
+            for r in published_runs(runs, scaling["claims"][name]["runs"]).head(1).itertuples():
                 out.append(_row(title, "claim_text", label, int(r.workers), np.nan, text=f"{label}: “{r.claim}”"))
     return pd.DataFrame(out)
 
@@ -140,8 +140,3 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         "prediction_fit": scaling["prediction_fit"],
         "numbers": numbers,
     }
-
-
-def observed_frame(runs: pd.DataFrame, scaling: Mapping, dataset: str) -> pd.DataFrame:
-    """The dataset's points as the fit sees them (for checks and the sidecar)."""
-    return dataset_frame(runs, scaling["datasets"][dataset])[0]

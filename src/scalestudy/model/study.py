@@ -25,12 +25,13 @@ import pandas as pd
 
 from ..derive import scaling
 from ..paper.selection import matches
+from ..schema import MODELS
 from .cost import Link, Network, hierarchical_allreduce_s
 from .fit import Fit, Point, fit
-from .sizes import SizeError, gradient_bytes, read_sizes, size_of
+from .sizes import SizeError, gradient_bytes, read_sizes
 
 
-def _rows(runs: pd.DataFrame, spec: Mapping) -> pd.DataFrame:
+def published_runs(runs: pd.DataFrame, spec: Mapping) -> pd.DataFrame:
     """Published runs matching every {column: value(s)} of spec (FINISHED unless spec says otherwise)."""
     spec = {"status": "FINISHED", **dict(spec)}
     mask = runs["source"].astype(str).eq("published") if "source" in runs else pd.Series(True, index=runs.index)
@@ -42,8 +43,6 @@ def _rows(runs: pd.DataFrame, spec: Mapping) -> pd.DataFrame:
 
 
 def group_label(model: str, batch) -> str:
-    from ..schema import MODELS
-
     return f"{MODELS.get(model, model)} · batch {int(batch)}"
 
 
@@ -54,7 +53,7 @@ def group_label(model: str, batch) -> str:
 def dataset_frame(runs: pd.DataFrame, dataset: Mapping) -> tuple[pd.DataFrame, list[str]]:
     """Every run of the dataset with its efficiency, compute time per step and gradient bytes; and the models
     left out (no gradient size, no 1-GPU run) with why."""
-    chosen = _rows(runs, dataset["runs"])
+    chosen = published_runs(runs, dataset["runs"])
     chosen = chosen[chosen["throughput_total"].notna()] if "throughput_total" in chosen else chosen.iloc[0:0]
     group = list(dataset["group"])
     scaled = scaling(chosen, group=group)
@@ -156,7 +155,7 @@ def compute_time(runs: pd.DataFrame, settings: Mapping, device: str, model: str,
         raise LookupError(
             f"device={device}: no one-GPU measurement configured (known: {', '.join(settings['devices'])})"
         )
-    ones = _rows(runs, settings["devices"][device])
+    ones = published_runs(runs, settings["devices"][device])
     ones = ones[ones["throughput_total"].notna() & matches(ones["batch_per_worker"], int(batch))]
     measured = ones[ones["model"].astype(str) == model]
     if len(measured):
@@ -228,7 +227,7 @@ def claim_predictions(runs: pd.DataFrame, settings: Mapping, fitted: Fit | None 
     fitted = fitted or fit_dataset(runs, settings, settings["prediction_fit"])[0]
     out = []
     for claim_name, claim in settings["claims"].items():
-        for r in _rows(runs, claim["runs"]).sort_values("model").itertuples():
+        for r in published_runs(runs, claim["runs"]).sort_values("model").itertuples():
             claimed = getattr(r, "efficiency_published", float("nan"))
             claimed = None if claimed is None or (isinstance(claimed, float) and math.isnan(claimed)) else claimed
             for device in claim["devices"]:
@@ -285,11 +284,6 @@ def _claim_batch(runs: pd.DataFrame, settings: Mapping, run, device: str) -> int
     try:
         return int(float(run.batch_per_worker))
     except (TypeError, ValueError):
-        ones = _rows(runs, settings["devices"][device])
+        ones = published_runs(runs, settings["devices"][device])
         ones = ones[(ones["model"].astype(str) == run.model) & ones["throughput_total"].notna()]
         return int(ones["batch_per_worker"].max()) if len(ones) else None
-
-
-def size_note(model: str) -> str:
-    row = size_of(model, 1000)
-    return f"{row['trainable_parameters']:,} trainable parameters ({row['framework']})"
