@@ -61,7 +61,7 @@ def scratch(store, tmp_path, monkeypatch):
 
 def test_import_all(store):
     runs = store["runs"]
-    assert len(runs) == 207 + 29 + 16 + 3
+    assert len(runs) == 207 + 29 + 16 + 3 + 3
     assert runs.groupby("experiment").size().to_dict() == COUNTS
     assert (runs["source"] == "published").all()
     assert runs["citation"].notna().all() and (runs["citation"].str.len() > 0).all()
