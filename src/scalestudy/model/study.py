@@ -16,6 +16,7 @@ user's what-if come from the same code.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -86,8 +87,8 @@ def fit_dataset(runs: pd.DataFrame, settings: Mapping, name: str, max_workers: i
     dataset = settings["datasets"][name]
     frame, skipped = dataset_frame(runs, dataset)
     limit = int(max_workers or settings["fit_max_workers"])
-    fitted = fit(
-        points_of(frame[frame["workers"] <= limit]),
+    fitted = _fit_once(
+        tuple(points_of(frame[frame["workers"] <= limit])),
         gpus_per_node=int(dataset["gpus_per_node"]),
         intra_latency_us=float(dataset["intra_latency_us"]),
         inter_latency_us=float(dataset["inter_latency_us"]),
@@ -95,6 +96,12 @@ def fit_dataset(runs: pd.DataFrame, settings: Mapping, name: str, max_workers: i
         seed=int(settings["seed"]),
     )
     return fitted, frame, skipped
+
+
+@functools.lru_cache(maxsize=16)
+def _fit_once(points: tuple[Point, ...], **setting) -> Fit:
+    """fit(), once per set of points and setting in a process: figure 7 and table 4 ask for the same fits."""
+    return fit(list(points), **setting)
 
 
 def validation(runs: pd.DataFrame, settings: Mapping) -> list[dict]:
