@@ -24,6 +24,7 @@ from .figures import COLORS
 WIDTH_IN = 16 / 2.54  # the paper's text width
 FONT_PT = 7.5  # every text of the figure (titles 8.5); the minimum is 7
 CLAIM_MARKERS = ["*", "P", "X", "D"]
+MARKER_NAMES = {"*": "star", "P": "plus", "X": "cross", "D": "diamond"}
 DODGE = 0.09  # coincident points are moved apart by this much of a doubling of the GPU count
 
 
@@ -88,7 +89,7 @@ def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
                 )
             if claims["dodged"].any():
                 both = claims[claims["dodged"]]
-                markers = ", ".join(CLAIM_MARKERS[: len(both)])
+                markers = " and ".join(MARKER_NAMES[m] for m in CLAIM_MARKERS[: len(both)])
                 notes.append(
                     f"{' and '.join(both['series'])}: the same claim ({100 * both['efficiency'].iloc[0]:.0f} %) at "
                     f"{int(both['workers'].iloc[0])} GPUs, drawn side by side ({markers})."
