@@ -74,6 +74,8 @@ def test_paper_builds_from_a_fresh_store(published_store, tmp_path):
     flat = squeeze(text)
     for path in FIGURES:
         spec = yaml.safe_load(path.read_text())
+        if not spec["runs"].get("published"):
+            continue  # a figure of runs measured here (figure 9) is drawn after `make run-figure-N`
         n = spec["name"].split("-")[1]
         assert squeeze(f"Figure {n}: {spec['title']}") in flat, f"caption of {spec['name']} not in the PDF"
     for n in range(1, 4):
