@@ -35,7 +35,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 
 .PHONY: help env train-env import figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
-	container-check lint
+	container-check lint model-sizes
 
 help: ## this list (from the `##` comments of the Makefile)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
@@ -132,8 +132,13 @@ RUN_ARGS_1 := $(CPU_RUN)
 RUN_ARGS_2 := $(CPU_RUN)
 RUN_ARGS_5 := $(CPU_RUN) hydra.sweeper.params.model=resnet50
 RUN_ARGS_6 := $(CPU_RUN) hydra.sweeper.params.model=resnet50 epochs=1
-run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (1 and 2 CPU ranks; SIZE=full as configured)
+RUN_ARGS_9 := $(CPU_RUN) steps=15 warmup_steps=3
+run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (N = 1, 2, 5, 6, 9; 1 and 2 CPU ranks; SIZE=full as configured)
 	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
+
+# The models' gradient sizes, counted in Keras and Gluon (the scaling model reads the committed table).
+model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable parameters and FLOPs (src/scalestudy/model/gradient_sizes.csv)
+	$(TRAIN_PY) -m scalestudy.model sizes
 
 # ---------------------------------------------------------------------------------------------
 # Containers (docs/containers.md): build where the engine exists; say so, exit 3, where it does not.

@@ -16,8 +16,8 @@ from scalestudy.ingest.__main__ import main
 from scalestudy.tracking import artifact_root, load_runs, load_series
 
 REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
-DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs"]
-COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3}
+DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs", "malik-2018"]
+COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3, "malik-2018": 3}
 
 
 def ids(table) -> dict[tuple[str, str], str]:
@@ -28,7 +28,7 @@ def ids(table) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    """A copy of the reference data and a store holding all four datasets, imported once.
+    """A copy of the reference data and a store holding every dataset, imported once.
 
     The store lives in memory-backed /dev/shm where there is one: SQLite syncs every MLflow write to disk,
     and on a busy disk that doubles the import's time (about 20 s in memory, 40 s on disk, for 255 runs).
@@ -61,7 +61,7 @@ def scratch(store, tmp_path, monkeypatch):
 
 def test_import_all(store):
     runs = store["runs"]
-    assert len(runs) == 207 + 29 + 16 + 3
+    assert len(runs) == 207 + 29 + 16 + 3 + 3
     assert runs.groupby("experiment").size().to_dict() == COUNTS
     assert (runs["source"] == "published").all()
     assert runs["citation"].notna().all() and (runs["citation"].str.len() > 0).all()
@@ -100,9 +100,9 @@ def test_descriptions_name_the_source_and_the_line(store):
     text = client.get_experiment_by_name("tf-benchmarks-2017").tags["mlflow.note.content"]
     assert text.startswith("Published measurements: TensorFlow documentation, Benchmarks page")
     assert "- One run: one row of tf_benchmarks_2017.csv" in text and "; 207 runs." in text
-    assert "- Used by: figure-3, figure-4, figure-7, table-1." in text  # from conf/figure and conf/table
+    assert "- Used by: figure-3, figure-4, figure-7, table-1, table-4." in text  # from conf/figure and conf/table
     hacksa = client.get_experiment_by_name("hacksa-2019").tags["mlflow.note.content"]
-    assert "Used by: figure-1, figure-2, figure-5, table-3." in hacksa
+    assert "Used by: figure-1, figure-2, figure-5, figure-7, table-3, table-4." in hacksa
     runs = store["runs"].set_index(["experiment", "import_key"])
     run = client.get_run(runs.loc[("hacksa-2019", "1.err"), "run_id"])
     assert run.data.tags["mlflow.note.content"].startswith(
@@ -119,7 +119,7 @@ def pd_isna(value) -> bool:
 def test_second_import_changes_nothing(store, scratch, capsys):
     assert main(["--reference-dir", str(scratch["reference"])]) == 0  # all datasets, the default
     out = capsys.readouterr().out
-    assert out.count("0 created, 0 updated") == 4 and "0 deleted" in out
+    assert out.count("0 created, 0 updated") == len(DATASETS) and "0 deleted" in out
     assert "description updated" not in out  # nor were the experiments' descriptions written again
     assert ids(load_runs()) == ids(store["runs"])
 

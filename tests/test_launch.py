@@ -100,3 +100,27 @@ def test_a_launcher_that_exits_0_without_a_result_is_a_failure(monkeypatch, tmp_
     monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["true"])
     outcome = launch.run_job(config(), tmp_path, tmp_path / "config.yaml")
     assert outcome.status == "FAILED" and "wrote no" in outcome.reason and outcome.returncode == 0
+
+
+def test_profile_timeline_points_horovod_at_the_job_folder(tmp_path):
+    assert launch.profile_environment(config(profile="none"), tmp_path) == {}
+    assert launch.profile_environment(config(profile="tf"), tmp_path) == {}
+    env = launch.profile_environment(config(profile="timeline"), tmp_path)
+    assert env == {"HOROVOD_TIMELINE": str(tmp_path.resolve() / launch.TIMELINE_FILE)}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key"),
+    [
+        (["profile=perf"], "config profile='perf': choose none, timeline, tf, mxnet"),
+        (["framework=mxnet", "profile=tf"], "profiler of the other framework"),
+        (["profile=mxnet"], "profiler of the other framework"),
+        (["profile=tf", "profile_steps=0"], "config profile_steps=0"),
+    ],
+)
+def test_profile_settings_that_cannot_work_are_refused(overrides, key):
+    from scalestudy.config import compose
+    from scalestudy.train import check_config
+
+    with pytest.raises(ValueError, match=key):
+        check_config(compose("train", overrides))

@@ -24,8 +24,9 @@ def squeeze(text: str) -> str:
 
 
 def test_main_tex_has_every_figure_and_table():
-    tex = MAIN.read_text()
-    assert [p.stem for p in FIGURES] == [f"figure-{n}" for n in range(1, 8)]
+    # main.tex and the sections it inputs (paper/sections/*.tex)
+    tex = "\n".join(p.read_text() for p in [MAIN, *sorted((MAIN.parent / "sections").glob("*.tex"))])
+    assert all(re.fullmatch(r"figure-\d+", p.stem) for p in FIGURES) and len(FIGURES) >= 7
     for path in FIGURES:
         spec = yaml.safe_load(path.read_text())
         assert f"\\figurefile{{{spec['name']}}}" in tex, spec["name"]
@@ -50,6 +51,8 @@ def test_paper_builds_from_a_fresh_store(published_store, tmp_path):
         assert tex.startswith("%") and f"make table-{n}" in tex.splitlines()[1]
         assert (paper / "tables" / f"table-{n}.json").is_file()
     shutil.copy(MAIN, paper / "main.tex")  # the build's out_dir is the paper's folder: the repo's stays as it is
+    if (MAIN.parent / "sections").is_dir():
+        shutil.copytree(MAIN.parent / "sections", paper / "sections")
     latex = subprocess.run(
         ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-cd", str(paper / "main.tex")],
         capture_output=True,
@@ -71,6 +74,8 @@ def test_paper_builds_from_a_fresh_store(published_store, tmp_path):
     flat = squeeze(text)
     for path in FIGURES:
         spec = yaml.safe_load(path.read_text())
+        if not spec["runs"].get("published"):
+            continue  # a figure of runs measured here (figure 9) is drawn after `make run-figure-N`
         n = spec["name"].split("-")[1]
         assert squeeze(f"Figure {n}: {spec['title']}") in flat, f"caption of {spec['name']} not in the PDF"
     for n in range(1, 4):

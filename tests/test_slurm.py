@@ -549,4 +549,4 @@ def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path):
     assert "FAILED: Slurm job 7 ended without recording its run" in note
     described = client.get_experiment_by_name(run.experiment).tags["mlflow.note.content"]
     assert described.startswith("Measured runs: this repository's training harness")
-    assert "- Used by: figure-1, figure-2, figure-5, figure-6, table-2, table-3" in described
+    assert "- Used by: figure-1, figure-2, figure-5, figure-6, figure-9, table-2, table-3" in described

@@ -28,6 +28,8 @@ JOB_ID_ENV = "SCALESTUDY_JOB_ID"
 RESULT_FILE = "result.json"
 LOG_DIR = "rank-logs"
 LAUNCHER_LOG = "launcher.log"
+TIMELINE_FILE = "horovod_timeline.json"  # profile=timeline: Horovod's coordinator (rank 0) writes it
+PROFILE_DIR = "profile"  # profile=tf|mxnet: each rank's profiler output, in rank-N/
 # What every rank runs: the framework's runner (cfg.framework.runner._target_) on the job's config file.
 RANK_PROGRAM = ["-m", "scalestudy.runners"]
 SLURM_RECORD_MARGIN_S = 20.0  # time kept back from the Slurm limit to kill the ranks and record the run
@@ -101,6 +103,13 @@ def rank_environment(cfg, job_id: str) -> dict[str, str]:
         env["OMP_NUM_THREADS"] = str(threads)  # MXNet reads it at import; TF is set by its runner
         env["MXNET_CPU_WORKER_NTHREADS"] = str(threads)
     return env
+
+
+def profile_environment(cfg, job_dir: Path) -> dict[str, str]:
+    """profile=timeline: HOROVOD_TIMELINE, so that Horovod records the whole job's timeline in its folder."""
+    if str(cfg.get("profile") or "none") != "timeline":
+        return {}
+    return {"HOROVOD_TIMELINE": str(Path(job_dir).resolve() / TIMELINE_FILE)}
 
 
 def cpu_threads_per_rank(cfg) -> int:
@@ -209,6 +218,8 @@ def run_job(cfg, job_dir: Path, job_config: Path) -> JobOutcome:
     result_file.unlink(missing_ok=True)
     cmd = launcher_command(cfg, job_config, log_dir)
     env = rank_environment(cfg, job_id)
+    env.update(profile_environment(cfg, job_dir))
+    (job_dir / TIMELINE_FILE).unlink(missing_ok=True)
     timeout, limited_by = float(cfg.timeout_s), "timeout_s"
     start = time.time()
     rendezvous = None

@@ -49,6 +49,31 @@ METRICS = {
     "warmup_steps_configured": "steps excluded as warm-up, as configured",
     "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
     "time_launch_s": "start of the job to the last rank's program start, s (launcher overhead, part of time_init_s)",
+    # Where a step's time goes, from a Horovod timeline (profile=timeline; scalestudy.profile.timeline says how).
+    # Means over the measured steps; the k-th allreduce of each gradient tensor belongs to step k.
+    "step_time_ms": "mean time of a measured step, ms (the harness's clock; a timeline alone: median step gap)",
+    "step_compute_ms": "step_time_ms minus the communication that did not overlap computation, ms",
+    "step_comm_ms": "time per step in which an allreduce was in flight (union of ALLREDUCE spans), ms",
+    "step_comm_exposed_ms": "allreduce time per step after the last gradient was ready on every rank, ms",
+    "step_comm_share": "step_comm_ms / step_time_ms, 0..1",
+    "step_comm_overlap_share": "share of step_comm_ms that overlapped computation (1 - exposed / comm), 0..1",
+    "step_negotiate_ms": "time per step in which Horovod waited for ranks to be ready (union of negotiations), ms",
+    "step_fusion_copy_ms": "time per step copying into and out of the fusion buffer (union), ms",
+    "step_allreduces": "fused allreduces (collectives on the backend) per step",
+    "step_allreduce_mb": "gradient bytes allreduced per step, MB (1e6 bytes)",
+    "timeline_steps": "training steps averaged over from the Horovod timeline",
+    # A GPU profile (Nsight Systems or nvprof export): python -m scalestudy.profile summarize FILE --run RUN_ID.
+    "profile_kernels": "kernels in the profile (or its window)",
+    "profile_kernel_ms": "sum of kernel durations over kernels and devices, ms",
+    "profile_span_ms": "first kernel start to last kernel end, ms",
+    "profile_compute_ms": "sum of durations of the kernels that are not NCCL, ms",
+    "profile_nccl_ms": "sum of durations of the NCCL kernels, ms",
+    "profile_nccl_share": "profile_nccl_ms / profile_kernel_ms, 0..1",
+    "profile_memcpy_h2d_ms": "host-to-device copies, ms",
+    "profile_memcpy_d2h_ms": "device-to-host copies, ms",
+    "profile_memcpy_d2d_ms": "device-to-device copies, ms",
+    "profile_memcpy_p2p_ms": "peer-to-peer copies between devices, ms",
+    "profile_idle_ms": "time devices ran nothing between their first and last activity, summed over devices, ms",
 }
 # The range each metric must lie in: a measured quantity is finite, and a throughput, time or memory is positive
 # (a source that does not give a number logs nothing; a zero would be drawn as data). (low, low allowed, high).
@@ -65,8 +90,13 @@ BOUNDS.update(
         "warmup_detected_step": (0.0, True, math.inf),
     }
 )
-# Params that count something: whole numbers, at least 1 (0 for warm-up steps).
+# A profile's or timeline's parts may be zero (one rank communicates nothing; a profile without NCCL).
+BOUNDS.update({name: (0.0, True, math.inf) for name in METRICS if name.startswith(("step_", "profile_"))})
+BOUNDS.update({name: (0.0, True, 1.0) for name in METRICS if name.endswith("_share")})
+# Params that count something: whole numbers, at least 1 (0 for warm-up steps), or NOT_STATED where a published
+# claim does not give the number (a claim is kept as stated, not filled in).
 COUNT_PARAMS = {"workers": 1, "batch_per_worker": 1, "epochs": 1, "steps": 1, "warmup_steps": 0}
+NOT_STATED = "not stated"
 
 # Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
 SERIES = {"step_throughput_total": "instantaneous images/s summed over workers at that step"}
@@ -79,6 +109,7 @@ DESCRIPTION_TAG = "mlflow.note.content"
 # Canonical model names, with the spellings the sources use.
 MODELS = {
     "alexnet": "AlexNet",
+    "googlenet": "GoogLeNet",
     "vgg16": "VGG-16",
     "vgg19": "VGG-19",
     "inception3": "Inception-v3",
@@ -148,7 +179,7 @@ class RunRecord:
             for step, _, value in points:
                 check_value(f"{self.where}: run {self.key!r} series {name} at step {step}", value, *POSITIVE)
         for name, least in COUNT_PARAMS.items():
-            if self.params.get(name) is not None:
+            if self.params.get(name) not in (None, NOT_STATED):
                 check_count(f"{self.where}: run {self.key!r} param {name}", self.params[name], least)
         if self.status not in ("FINISHED", "FAILED"):
             raise SchemaError(f"{self.where}: run {self.key!r} has status {self.status!r}")
@@ -160,7 +191,7 @@ class RunRecord:
 
     def content_hash(self) -> str:
         """Hash of everything written for this run, so a changed source updates its run."""
-        files = {name: hashlib.sha256(Path(path).read_bytes()).hexdigest() for name, path in self.artifacts.items()}
+        files = {name: _digest(Path(path)) for name, path in self.artifacts.items()}
         blob = json.dumps(
             [self.params, self.metrics, self.tags, self.series, files, self.status, self.start_ms, self.end_ms],
             sort_keys=True,
@@ -190,6 +221,16 @@ def check_count(what: str, value, least: int) -> None:
         raise SchemaError(f"{what} is {value!r}, not a whole number") from None
     if not math.isfinite(number) or not number.is_integer() or number < least:
         raise SchemaError(f"{what} is {value!r}, not a whole number >= {least}")
+
+
+def _digest(path: Path) -> str:
+    """SHA-256 of a file, or of a folder's files with their relative paths."""
+    if not path.is_dir():
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    for item in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(item.relative_to(path)).encode() + b"\0" + item.read_bytes())
+    return digest.hexdigest()
 
 
 def run_name(params: dict[str, object]) -> str:

@@ -315,7 +315,8 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
         client.log_batch(run_id, params=param_chunk, metrics=metric_chunk)
         _wrote()
     for name, path in sorted(rec.artifacts.items()):
-        client.log_artifact(run_id, str(path), artifact_path=name)
+        log = client.log_artifacts if Path(path).is_dir() else client.log_artifact  # a folder keeps its layout
+        log(run_id, str(path), artifact_path=name)
         _wrote()
     client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     _wrote()
@@ -642,3 +643,32 @@ def save_views(
                     client.delete_experiment_tag(experiment.experiment_id, SAVED_VIEW_TAG + key)
                     counts["deleted"] += 1
     return counts
+
+
+def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | None = None, uri: str | None = None):
+    """Add metrics (schema names) and tags to a run that exists, e.g. a profile's summary of it."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
+    from mlflow.exceptions import MlflowException
+
+    from .schema import BOUNDS, METRICS, check_value
+
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise SchemaError(f"run {run_id}: metrics outside the schema: {unknown}")
+    for name, value in metrics.items():
+        check_value(f"run {run_id}: metric {name}", value, *BOUNDS[name])
+    uri = uri or tracking_uri()
+    with store_lock(uri, write=True), _writing(uri):
+        client = _client(uri)
+        try:
+            client.get_run(run_id)
+        except MlflowException:
+            raise StoreError(f"run {run_id} is not in the store {uri}") from None
+        now = int(time.time() * 1000)
+        client.log_batch(
+            run_id,
+            metrics=[Metric(k, float(v), now, 0) for k, v in sorted(metrics.items())],
+            tags=[RunTag(k, str(v)) for k, v in sorted((tags or {}).items())],
+        )

@@ -24,19 +24,21 @@ from dataclasses import asdict
 from pathlib import Path
 
 import hydra
+import numpy as np
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from .cli import one_line
 from .config import CONF_DIR, experiment_users
-from .launch import RESULT_FILE, JobOutcome, LaunchError, run_job
+from .launch import PROFILE_DIR, RESULT_FILE, TIMELINE_FILE, JobOutcome, LaunchError, run_job
 from .provenance import environment_manifest, write_text
 from .schema import DESCRIPTION_TAG, RunRecord, canonical_model
 from .slurm.commands import SlurmConfigError
 from .timing import TimingError, aggregate, check_steps
 
 JOB_CONFIG = "config.yaml"  # the job's one config file: what the ranks read and the run keeps
+PROFILES = ("none", "timeline", "tf", "mxnet")  # cfg.profile
 RUN_FILE = "run.json"  # the job's run, when the submitter records it (cluster=slurm)
 
 
@@ -70,6 +72,13 @@ def check_config(cfg: DictConfig) -> None:
         )
     if cfg.xla and fw != "tensorflow":
         bad("xla", "XLA is a TensorFlow option")
+    profile = str(cfg.get("profile") or "none")
+    if profile not in PROFILES:
+        bad("profile", f"choose {', '.join(PROFILES)}")
+    if profile in ("tf", "mxnet") and profile != {"tensorflow": "tf", "mxnet": "mxnet"}[fw]:
+        bad("profile", f"profile={profile} is the profiler of the other framework (framework={fw})")
+    if profile in ("tf", "mxnet") and int(cfg.get("profile_steps") or 0) < 1:
+        bad("profile_steps", "profile at least one step")
     if fw == "tensorflow" and str(cfg.model.name) == "inception3" and int(cfg.data.image_size) < 75:
         bad("data.image_size", "Keras' InceptionV3 needs images of at least 75x75")
     canonical_model(str(cfg.model.name), "config model.name")
@@ -149,6 +158,36 @@ def measure(cfg: DictConfig, outcome: JobOutcome) -> tuple[dict, dict, str]:
     return {k: v for k, v in metrics.items() if v is not None and not math.isnan(v)}, numbers["series"], ""
 
 
+def timeline_metrics(cfg: DictConfig, timeline: Path, ranks: list[dict]) -> tuple[dict, str]:
+    """profile=timeline: where the measured steps' time went (schema step_* metrics), from Horovod's timeline of
+    the job and the ranks' own step times; or no metrics and a note saying why.
+
+    The k-th allreduce of each gradient tensor belongs to step k (profile/timeline.py), so the timeline and the
+    ranks' clocks need not agree. A step's time is the slowest rank's."""
+    from .profile import ProfileError
+    from .profile.timeline import summarize_timeline
+
+    warmup = int(cfg.warmup_steps)
+    gaps = [np.diff([r["loop_start_unix"], *r["step_end_unix"]]) for r in ranks]
+    step_times = np.max(np.vstack(gaps), axis=0)  # per step, the slowest rank
+    if len(ranks) == 1:
+        # Horovod's optimizers skip the allreduce on one rank (its timeline may even stay empty): no communication.
+        step_ms = 1e3 * float(np.mean(step_times[warmup:]))
+        zero = ("step_comm_ms", "step_comm_exposed_ms", "step_comm_share", "step_negotiate_ms", "step_fusion_copy_ms")
+        return {"step_time_ms": step_ms, "step_compute_ms": step_ms, **dict.fromkeys(zero, 0.0)}, ""
+    if not timeline.exists():
+        return {}, f"profile=timeline: Horovod wrote no timeline at {timeline}"
+    try:
+        summary = summarize_timeline(timeline, skip_steps=warmup, step_times_s=list(step_times[warmup:]))
+    except ProfileError as err:
+        return {}, f"profile=timeline: {err}"
+    found = summary.facts["steps"]
+    if found != len(step_times):
+        steps = len(step_times)
+        return {}, f"profile=timeline: {timeline} has {found} allreduces per gradient tensor, the job {steps} steps"
+    return summary.metrics, ""
+
+
 def job_record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord:
     """The job's one run: params from the config, metrics from the ranks' clocks, logs as artifacts."""
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -164,6 +203,12 @@ def job_record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord
     metrics, series, reason = ({}, {}, outcome.reason)
     if outcome.status == "FINISHED":
         metrics, series, reason = measure(cfg, outcome)
+    profile_tags: dict[str, str] = {}
+    if not reason and str(cfg.get("profile")) == "timeline":
+        step_numbers, note = timeline_metrics(cfg, job_dir / TIMELINE_FILE, outcome.result["ranks"])
+        metrics.update(step_numbers)
+        if note:
+            profile_tags["profile_note"] = note[:5000]
     tags = {
         "source": "measured",
         "job_dir": str(job_dir.resolve()),
@@ -176,12 +221,17 @@ def job_record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord
     tags["overrides"] = " ".join(overrides)[:5000]
     if reason:
         tags["failure"] = reason[:5000]
+    tags.update(profile_tags)
     tags[DESCRIPTION_TAG] = (
         f"Measured run: `python -m scalestudy.train {tags['overrides'] or '(no overrides)'}`, job folder "
         f"`{tags['job_dir']}` (its config.yaml, environment.json and the ranks' logs are attached)."
         + (f"\n\nFAILED: {tags['failure']}" if reason else "")
     )[:5000]
     artifacts = {"config": str(job_dir / JOB_CONFIG), "environment": str(job_dir / "environment.json")}
+    if (job_dir / TIMELINE_FILE).exists():
+        artifacts["profile"] = str(job_dir / TIMELINE_FILE)  # opens in chrome://tracing or ui.perfetto.dev
+    if (job_dir / PROFILE_DIR).is_dir():
+        artifacts[PROFILE_DIR] = str(job_dir / PROFILE_DIR)  # the framework profiler's files, one folder per rank
     if outcome.result is not None:
         artifacts["result"] = str(job_dir / RESULT_FILE)
     for path in outcome.logs:

@@ -139,11 +139,12 @@ def csv_params(row: dict[str, str], where: str, columns: Mapping[str, str], **fi
 
 def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
     """Dataset folder name -> its parser."""
-    from . import hacksa, horovod_docs, keras_backends, tf_benchmarks
+    from . import hacksa, horovod_docs, keras_backends, malik, tf_benchmarks
 
     return {
         "tf-benchmarks-2017": tf_benchmarks.read,
         "keras-backends-2017": keras_backends.read,
         "hacksa-2019": hacksa.read,
         "horovod-docs": horovod_docs.read,
+        "malik-2018": malik.read,
     }

@@ -19,6 +19,7 @@ from ..cli import one_line, run
 from ..config import CONF_DIR
 from ..provenance import git_commit, remove_stale_temporaries
 from ..tracking import load_runs, tracking_uri
+from .selection import NoRunsDeclared
 
 
 def expand(targets: list[str]) -> list[tuple[str, str]]:
@@ -45,7 +46,8 @@ def _natural(name: str):
 
 def main(argv: list[str]) -> int:
     overrides = [a for a in argv if "=" in a]
-    targets = expand([a for a in argv if "=" not in a] or ["all"])
+    asked = [a for a in argv if "=" not in a] or ["all"]
+    targets = expand(asked)
     started = time.perf_counter()
     commit = git_commit()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="paper"):
@@ -60,7 +62,7 @@ def main(argv: list[str]) -> int:
     from .figures import build_figure  # matplotlib is imported only once the config is known to be good
     from .tables import build_table
 
-    failed = 0
+    failed = skipped = 0
     for group, name, cfg in configs:
         spec = OmegaConf.to_container(cfg[group], resolve=True)
         spec["tracking_uri"] = uri
@@ -69,13 +71,23 @@ def main(argv: list[str]) -> int:
         try:
             builder = build_figure if group == "figure" else build_table
             written = builder(spec, runs, source=cfg.source, out_dir=out_dir, commit=commit)
+        except NoRunsDeclared as err:
+            if name in asked:
+                print(f"error: {one_line(err)}; {out_dir / name}.* left as they were", file=sys.stderr)
+                failed += 1
+            else:  # `figures`, `all`: a figure of measured runs only has nothing to draw from published ones
+                print(f"{name}: skipped, {err}")
+                skipped += 1
+            continue
         except (LookupError, ValueError, TypeError) as err:
             print(f"error: {one_line(err)}; {out_dir / name}.* left as they were", file=sys.stderr)
             failed += 1
             continue
         print(f"{name}: " + ", ".join(str(p) for p in written))
     print(
-        f"built {len(configs) - failed} of {len(configs)} targets from {len(runs)} runs "
+        f"built {len(configs) - failed - skipped} of {len(configs)} targets"
+        + (f" ({skipped} with no runs of this source)" if skipped else "")
+        + f" from {len(runs)} runs "
         f"(read by {runs.attrs.get('reader', '?')}) in {time.perf_counter() - started:.1f} s",
         file=sys.stderr,
     )

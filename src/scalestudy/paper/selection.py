@@ -18,6 +18,10 @@ class EmptySelection(LookupError):
     """A figure's or table's filter matched no run."""
 
 
+class NoRunsDeclared(EmptySelection):
+    """A figure or table declares no runs for the source asked for (e.g. a figure of measured runs only)."""
+
+
 def same(run_value, wanted) -> bool:
     """Whether a run's value is the one a config names: as numbers when both read as numbers, else as text."""
     try:
@@ -47,7 +51,7 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
         spec = (selection or {}).get(src)
         if spec is None:
             if source != "all":
-                raise EmptySelection(f"{what}: declares no runs for source={src} (its `runs.{src}` is empty)")
+                raise NoRunsDeclared(f"{what}: declares no runs for source={src} (its `runs.{src}` is empty)")
             continue
         spec = dict(spec)
         spec.setdefault("status", "FINISHED")

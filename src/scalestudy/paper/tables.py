@@ -429,6 +429,8 @@ def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, c
     if re.search(r"(?<![A-Za-z\\])nan(?![A-Za-z])", text, flags=re.IGNORECASE):
         raise ValueError(f"{what}: the rendered table shows 'nan'; a template prints a missing number raw")
 
+    numbers = render_numbers(spec, data, commit=commit) if spec.get("numbers_template") else None
+
     tex_path, json_path = out_dir / f"{name}.tex", out_dir / f"{name}.json"
     payload = {
         "table": name,
@@ -451,7 +453,22 @@ def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, c
         # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
         "mlflow_ui": ui_entry(name, chosen),
     }
-    with atomic_files(tex_path, json_path) as (tmp_tex, tmp_json):
-        tmp_tex.write_text(text)
-        tmp_json.write_text(json_text(payload))
-    return [tex_path, json_path]
+    paths = [tex_path, json_path] + ([out_dir / f"{name}-numbers.tex"] if numbers is not None else [])
+    with atomic_files(*paths) as temporary:
+        temporary[0].write_text(text)
+        temporary[1].write_text(json_text(payload))
+        if numbers is not None:
+            temporary[2].write_text(numbers)
+    return paths
+
+
+def render_numbers(spec: dict, data: dict, *, commit: str) -> str:
+    """<name>-numbers.tex: the numbers the paper's text quotes, as LaTeX macros rendered from the same data as the
+    table (`numbers_template`), so no number in the text is typed by hand."""
+    name = spec["name"]
+    path = _template_path({"template": spec["numbers_template"]}, name)
+    if not path.is_file():
+        raise LookupError(f"table {name}: numbers template {path} does not exist (conf/table/{name}.yaml)")
+    body = render(path, f"table {name} numbers", table=spec, data=data, commit=commit)
+    head = f"% {name}: numbers for the text, generated with the table (git commit {commit}); do not edit.\n"
+    return head + body.rstrip("\n") + "\n"

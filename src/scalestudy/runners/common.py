@@ -164,5 +164,12 @@ def write_result(cfg, records: list[dict], **extra) -> Path:
     return path
 
 
+def profile_dir(cfg, rank: int) -> Path:
+    """Where this rank's framework profiler writes (profile=tf|mxnet): <job>/profile/rank-N/."""
+    path = Path(cfg.launch.job_dir) / "profile" / f"rank-{rank}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def log(rank: int, message: str) -> None:
     print(f"[rank {rank}] {message}", flush=True)

@@ -11,7 +11,7 @@ import os
 import time
 
 from ..timing import StepTimer, peak_rss_mb
-from .common import log, maybe_fault, rank_data, rank_info, write_result
+from .common import log, maybe_fault, profile_dir, rank_data, rank_info, write_result
 
 
 def train(cfg) -> None:
@@ -119,6 +119,17 @@ def train(cfg) -> None:
         if step >= plan.total_steps - plan.steps_per_epoch:  # the last epoch's worth of steps
             train_correct, train_seen = train_correct + correct, train_seen + batch
     log(rank, f"trained {plan.total_steps} steps, last loss {loss:.4f}")
+    if cfg.get("profile") == "mxnet":  # MXNet's profiler on a few more steps, after the timed ones
+        trace = profile_dir(cfg, rank) / "profile.json"  # Chrome trace format
+        mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(trace))
+        mx.profiler.set_state("run")
+        for _ in range(int(cfg.profile_steps)):
+            train_step(*(prepare(*data.train.next()) if real else synthetic))
+            mx.nd.waitall()
+        mx.profiler.set_state("stop")
+        mx.profiler.dump()
+        (trace.parent / "aggregate.txt").write_text(mx.profiler.dumps())  # time per operator, as a table
+        log(rank, f"profiled {cfg.profile_steps} steps into {trace}")
 
     # 5. Test accuracy (real data; not timed), then rank 0 gathers every rank's numbers.
     accuracy = {}

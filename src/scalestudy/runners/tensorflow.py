@@ -11,7 +11,7 @@ import os
 import time
 
 from ..timing import StepTimer, peak_rss_mb
-from .common import log, maybe_fault, rank_data, rank_info, write_result
+from .common import log, maybe_fault, profile_dir, rank_data, rank_info, write_result
 
 
 def train(cfg) -> None:
@@ -103,6 +103,15 @@ def train(cfg) -> None:
         if step >= plan.total_steps - plan.steps_per_epoch:  # the last epoch's worth of steps
             train_correct, train_seen = train_correct + correct, train_seen + batch
     log(rank, f"trained {plan.total_steps} steps, last loss {loss:.4f}")
+    if cfg.get("profile") == "tf":  # TensorFlow's profiler on a few more steps, after the timed ones
+        logdir = profile_dir(cfg, rank)
+        tf.profiler.experimental.start(str(logdir))
+        for step in range(plan.total_steps, plan.total_steps + int(cfg.profile_steps)):
+            with tf.profiler.experimental.Trace("train", step_num=step, _r=1):  # step markers for TensorBoard
+                images, labels = data.train.next() if real else synthetic
+                train_step(images, labels)[0].numpy()
+        tf.profiler.experimental.stop()
+        log(rank, f"profiled {cfg.profile_steps} steps into {logdir}")
 
     # 5. Test accuracy (real data; not timed), then rank 0 gathers every rank's numbers.
     accuracy = {}

@@ -1,0 +1,142 @@
+"""What the paper shows of the scaling model: figure 7's rows (a `derive` step) and table 4's numbers (a table
+`compute` step), including every number the text quotes. Pure functions of the runs and the settings.
+
+Settings: conf/scaling/default.yaml, given to both as `scaling` (conf/figure/figure-7.yaml and
+conf/table/table-4.yaml include it through their defaults lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..schema import MODELS
+from .study import claim_predictions, fit_dataset, predict, published_runs, validation
+
+CURVE_WORKERS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mapping]) -> pd.DataFrame:
+    """Figure 7: per panel, the observed efficiencies, the model's curves with their 95 % bands, and the claims.
+
+    panels: [{title, fit: dataset (its observed points and its fit, extrapolated on its own platform) | claim:
+    name (its claims, and the model in the claim's setting)}]. Rows: panel, kind (observed | model | claim |
+    claim_text), series, workers, efficiency, low, high, held_out, text."""
+    out: list[dict] = []
+    limit = int(scaling["fit_max_workers"])
+    needs_claims = any("claim" in p for p in panels)
+    prediction_fit = fit_dataset(runs, scaling, scaling["prediction_fit"])[0] if needs_claims else None
+    claims = claim_predictions(runs, scaling, prediction_fit) if needs_claims else []
+    for panel in panels:
+        title = panel["title"]
+        if "fit" in panel:
+            fitted, frame, _ = fit_dataset(runs, scaling, panel["fit"])
+            for group, part in frame.groupby("group", sort=True):
+                for r in part.itertuples():
+                    out.append(
+                        _row(title, "observed", group, r.workers, r.efficiency_speed, held_out=r.workers > limit)
+                    )
+                first = part.iloc[0]
+                for n in CURVE_WORKERS:
+                    p = fitted.predict(
+                        n, float(first["compute_s"]), float(first["nbytes"])
+                    )  # not .nbytes: a Series has one
+                    out.append(_row(title, "model", group, n, p["efficiency"], p["low"], p["high"]))
+        if "claim" in panel:
+            for c in (c for c in claims if c["claim"] == panel["claim"] and "predicted" in c):
+                series = f"{MODELS.get(c['model'], c['model'])} · {c['device']}"
+                if c["claimed"] is not None:
+                    out.append(_row(title, "claim", series, c["workers"], c["claimed"]))
+                for n in (n for n in CURVE_WORKERS if n <= c["workers"]):
+                    p = predict(
+                        prediction_fit,
+                        scaling,
+                        workers=n,
+                        compute_s=c["compute_s"],
+                        nbytes=c["nbytes"],
+                        gpus_per_node=c["gpus_per_node"],
+                        intra=c["intra"],
+                        network=c["network"],
+                    )
+                    out.append(_row(title, "model", series, n, p["efficiency"], p["low"], p["high"]))
+        for name in panel.get("claim_texts", []):
+            label = scaling["claims"][name].get("label", name)
+            for r in published_runs(runs, scaling["claims"][name]["runs"]).head(1).itertuples():
+                out.append(_row(title, "claim_text", label, int(r.workers), np.nan, text=f"{label}: “{r.claim}”"))
+    return pd.DataFrame(out)
+
+
+def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held_out=False, text=""):
+    return {
+        "panel": panel,
+        "kind": kind,
+        "series": series,
+        "workers": int(workers),
+        "efficiency": float(efficiency),
+        "low": float(low),
+        "high": float(high),
+        "held_out": bool(held_out),
+        "text": text,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Table 4 and the text's numbers
+
+
+def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") -> dict:
+    """Held-out validation per dataset, the claims against the model's predictions per what-if network, and
+    `numbers`: every value the paper's text quotes, each with its key and format."""
+    checks = validation(runs, scaling)
+    claims = claim_predictions(runs, scaling)
+    networks = [
+        {"key": n, "label": scaling["networks"][n]["label"], "short": scaling["networks"][n].get("short", n)}
+        for n in scaling["what_ifs"]
+    ]
+    numbers: list[dict] = []
+
+    def number(key: str, value, fmt: str = "percent1") -> None:
+        numbers.append({"key": key, "value": None if value is None else float(value), "format": fmt})
+
+    for check in checks:
+        d = check["dataset"]
+        number(f"{d}-points", len(check["held_out"]), "integer")
+        number(f"{d}-fit-points", check["fit_points"], "integer")
+        if check["held_out"]:
+            number(f"{d}-mae", check["mean_abs_error"])
+            number(f"{d}-max", check["max_abs_error"])
+        number(f"{d}-rms", check["residual_rms"])
+        for name, p in check["parameters"].items():
+            fmt = "percent0" if name == "overlap" else "figs3"
+            for part in ("value", "low", "high"):
+                number(f"{d}-{name}-{part}", p[part], fmt)
+        for h in check["held_out"]:
+            key = f"{d}-{h['model']}-b{h['batch_per_worker']}-{h['workers']}"
+            number(f"{key}-observed", h["observed"])
+            number(f"{key}-predicted", h["predicted"])
+            number(f"{key}-error", h["error"])
+    for c in claims:
+        key = f"{c['claim']}-{c['model']}-{c['device']}"
+        if "predicted" not in c:
+            continue
+        number(f"{key}-predicted", c["predicted"]["efficiency"])
+        number(f"{key}-low", c["predicted"]["low"])
+        number(f"{key}-high", c["predicted"]["high"])
+        number(f"{key}-fp16", c["fp16"]["efficiency"])
+        number(f"{key}-compute-ms", 1e3 * c["compute_s"], "fixed0")
+        number(f"{key}-allreduce-ms", 1e3 * c["allreduce_s"], "fixed0")
+        number(f"{key}-gradient-mb", c["nbytes"] / 1e6, "fixed0")
+        for n, p in c["what_ifs"].items():
+            number(f"{key}-{n}", p["efficiency"])
+        if "overlap_needed" in c:
+            number(f"{key}-overlap-needed", c["overlap_needed"], "percent0")
+    return {
+        "validation": checks,
+        "claims": claims,
+        "networks": networks,
+        "fp16_network": scaling["networks"][scaling["fp16_what_if"]].get("short", scaling["fp16_what_if"]),
+        "prediction_fit": scaling["prediction_fit"],
+        "numbers": numbers,
+    }
