@@ -57,20 +57,107 @@ def test_scaling_two_baselines_in_a_group_is_an_error():
         derive.scaling(table, group=["model"])
 
 
-def test_ratio_matches_rows_and_drops_unpaired():
-    table = pd.DataFrame(
-        {
-            "run_id": list("abcde"),
-            "device": ["P100", "K80", "P100", "K80", "P100"],
-            "model": ["resnet50"] * 5,
-            "workers": [1, 1, 2, 2, 4],
-            "throughput_total": [219.0, 51.9, 422.0, 99.0, 852.0],
-        }
+def tf_runs(rows):
+    cols = ["run_id", "device", "platform", "model", "workers", "variable_update", "throughput_total"]
+    table = pd.DataFrame(rows, columns=cols)
+    return table.assign(framework="tensorflow", data="synthetic", batch_per_worker=64, source="published")
+
+
+def test_ratio_pairs_like_with_like_and_drops_the_rest():
+    table = tf_runs(
+        [
+            ("a", "P100", "dgx1", "resnet50", 1, "parameter_server", 219.0),
+            ("b", "K80", "gce", "resnet50", 1, "parameter_server", 51.9),
+            ("c", "P100", "dgx1", "resnet50", 2, "parameter_server", 422.0),
+            ("d", "K80", "gce", "resnet50", 2, "parameter_server", 99.0),
+            ("e", "P100", "dgx1", "resnet50", 4, "parameter_server", 852.0),  # no K80 at 4 GPUs
+            ("f", "P100", "dgx1", "resnet50", 8, "replicated", 1700.0),  # the K80 at 8 ran another update
+            ("g", "K80", "gce", "resnet50", 8, "parameter_server", 380.0),
+        ]
     )
-    out = derive.ratio(table, between="device", numerator="P100", denominator="K80", match=["model", "workers"])
-    assert list(out["workers"]) == [1, 2]  # 4 GPUs has no K80 partner
+    out = derive.ratio(table, between="device", numerator="P100", denominator="K80", also_differ=["platform"])
+    assert list(out["workers"]) == [1, 2]
     assert out["ratio"].tolist() == pytest.approx([219 / 51.9, 422 / 99.0])
     assert list(out["numerator_run_id"]) == ["a", "c"] and list(out["denominator_run_id"]) == ["b", "d"]
+    assert out["workers"].dtype.kind == "i"  # numbers stay numbers after the pairing
+    # the platform goes with the GPU here; without also_differ no P100 machine is a K80 machine: no pair at all
+    assert derive.ratio(table, between="device", numerator="P100", denominator="K80").empty
+
+
+def test_ratio_pairs_runs_that_both_leave_a_param_unstated():
+    # variable_update missing on both sides (a source that does not state it) is agreement, not a mismatch
+    table = tf_runs(
+        [
+            ("a", "P100", "x", "resnet50", 1, None, 200.0),
+            ("b", "P100", "x", "inception3", 1, None, 100.0),
+            ("c", "P100", "x", "resnet50", 2, "replicated", 400.0),
+            ("d", "P100", "x", "inception3", 2, None, 190.0),  # stated on one side only: no pair
+        ]
+    )
+    out = derive.ratio(table, between="model", numerator="resnet50", denominator="inception3")
+    assert out["ratio"].tolist() == [2.0] and out["variable_update"].isna().all()
+
+
+def test_ratio_refuses_two_runs_for_one_side():
+    table = tf_runs(
+        [
+            ("a", "P100", "x", "resnet50", 1, "replicated", 200.0),
+            ("b", "P100", "x", "resnet50", 1, "replicated", 210.0),
+            ("c", "P100", "x", "inception3", 1, "replicated", 100.0),
+        ]
+    )
+    with pytest.raises(ValueError, match="several runs with model=resnet50"):
+        derive.ratio(table, between="model", numerator="resnet50", denominator="inception3")
+
+
+def test_like_for_like_holds_every_param_but_the_named_ones():
+    table = tf_runs([("a", "P100", "x", "m", 1, "replicated", 1.0)]).assign(experiment="e", epochs=3)
+    columns = derive.like_for_like(table, ["device", "platform"])
+    assert set(columns) == {"model", "workers", "variable_update", "framework", "data", "batch_per_worker",
+                            "epochs", "experiment", "source"}  # fmt: skip
+
+
+def test_speedup_per_image_when_a_job_ran_more_steps():
+    # HackSA VGG-19: 500 steps on 1 GPU; at 32 GPUs each rank ran 31 steps, 992 steps in all, batch 64.
+    table = runs([("v1", "1", "vgg19", 1, 200.0, 1000.0), ("v32", "32", "vgg19", 32, 5000.0, 96.4)])
+    table = table.assign(steps=[500, 992], batch_per_worker=64)
+    out = derive.scaling(table, group=["model"]).set_index("run_id")
+    assert out.loc["v32", "speedup_time"] == pytest.approx(1000 / 96.4)  # the study's ratio of work times
+    per_image = (992 * 64 / 96.4) / (500 * 64 / 1000)
+    assert out.loc["v32", "speedup_time_per_image"] == pytest.approx(per_image)
+    assert out.loc["v32", "efficiency_time_per_image"] == pytest.approx(per_image / 32)
+    assert out.loc["v32", "unequal_work"] and not out.loc["v1", "unequal_work"]
+
+
+def test_equal_work_gives_the_same_speedup_per_image():
+    table = runs([("a", "1", "m", 1, 100.0, 80.0), ("b", "16", "m", 16, 1400.0, 6.0)])
+    out = derive.scaling(table.assign(steps=200, batch_per_worker=32), group=["model"]).set_index("run_id")
+    assert out.loc["b", "speedup_time_per_image"] == pytest.approx(80 / 6) == out.loc["b", "speedup_time"]
+    assert not out["unequal_work"].any()
+    # without steps the per-image speedup is unknown, not assumed equal
+    unknown = derive.scaling(table, group=["model"]).set_index("run_id")
+    assert math.isnan(unknown.loc["b", "speedup_time_per_image"]) and not unknown["unequal_work"].any()
+
+
+def test_consistent_flags_a_slip_and_keeps_the_published_value():
+    # time per epoch 304.02 s where training time / epochs gives 3040.19 / 100 = 30.40: a slip
+    table = pd.DataFrame(
+        {
+            "run_id": ["x", "y", "z"],
+            "time_per_epoch_s": [304.02, 31.0, 5.0],
+            "time_total_s": [3040.19, 310.0, 500.0],
+            "epochs": [100, 10, 100],
+            "source": ["published", "published", "measured"],
+        }
+    )
+    out = derive.consistent(table, value="time_per_epoch_s", total="time_total_s", per="epochs").set_index("run_id")
+    assert out["slip"].tolist() == [True, False, False]  # z differs by 0 %: 500/100 = 5
+    assert out.loc["x", "time_per_epoch_s"] == 304.02
+    assert out.loc["x", "time_per_epoch_s_consistent"] == pytest.approx(30.4019)
+    assert out.loc["y", "time_per_epoch_s_consistent"] == 31.0  # within 5 % of 31.0: kept
+    # a measured run is never flagged, whatever it says
+    odd = table.assign(time_per_epoch_s=[304.02, 31.0, 50.0])
+    assert not derive.consistent(odd, value="time_per_epoch_s", total="time_total_s", per="epochs")["slip"].iloc[2]
 
 
 def test_median_overall_and_by_row():

@@ -137,8 +137,12 @@ def test_32_gpus_sum_over_ranks(runs):
     assert rec.metrics["throughput_total"] == pytest.approx(sum(values))
     assert rec.metrics["throughput_per_worker"] == pytest.approx(sum(values) / 32)
     assert rec.metrics["time_total_s"] == 67.19512629508972
-    # VGG-19 jobs ran more than 200 steps: no steps param, said in a tag
-    assert "steps" not in rec.params and "steps_note" in rec.tags
+    # 500 // 32 = 15 steps per rank by the job script, but every rank logs global_step = 30 and a benchmark line
+    # at step 21: 31 steps per rank, 992 in all, twice the 1-GPU job's 500 (unequal work, issue 13)
+    assert rec.params["steps"] == 31 * 32 and rec.tags["steps_per_rank"] == "31"
+    assert "500 // 32 = 15" in rec.tags["steps_note"] and "other images" in rec.tags["steps_note"]
+    assert "global_step = 30" in text and "global step 30" in rec.tags["steps_note"]
+    assert runs["1.vgg_19.err"].params["steps"] == 500 and "steps_note" not in runs["1.vgg_19.err"].tags
 
 
 def test_failed_runs(runs):
@@ -171,7 +175,8 @@ def test_finished_without_throughput(runs):
         (cet_ms("2019-01-14 21:05:03.906227") - cet_ms("2019-01-14 21:03:15.411175")) / 1000, abs=1e-3
     )
     assert rec.series == {}
-    assert "200 // 16 = 12 steps" in rec.tags["throughput_note"]
+    assert "each of the 16 ranks ran only 12 steps" in rec.tags["throughput_note"]
+    assert rec.params["steps"] == 16 * 12  # 200 // 16 = 12 per rank: 192 steps' worth, not 200
 
 
 def test_incomplete_step_group_uses_mean_times_n(copy):
@@ -241,3 +246,22 @@ def test_bad_training_took_and_bad_timestamp(copy):
     path.write_text(good.replace("'timestamp': '2019-01-14T10:28:41.334912Z'", "'timestamp': '2019-01-14 10:28:41'"))
     with pytest.raises(SchemaError, match=r"1\.err:56: benchmark timestamp"):
         hacksa.read(copy)
+
+
+@pytest.mark.parametrize(
+    "model, workers, logged, bench, expected",
+    [
+        ("inception4", 1, 199, 191, (200, "")),  # the script's 200 fits the bounds 200..200
+        ("vgg19", 8, 60, 61, (62, "")),  # 500 // 8 = 62 fits 62..70 and 62..71
+        ("vgg19", 32, 30, 21, (31, "31 steps")),  # 500 // 32 = 15 does not fit 31..40 and 22..31: 31
+        ("vgg19", 32, 30, None, (None, "31 to 40 steps")),  # without the benchmark line: not known
+        ("inception4", 16, 11, None, (12, "")),
+        ("inception4", 4, None, None, (50, "split assumed")),
+    ],
+)
+def test_steps_per_rank_from_the_hooks_bounds(model, workers, logged, bench, expected):
+    from scalestudy.ingest.hacksa import steps_per_rank
+
+    per_rank, note = steps_per_rank(model, workers, logged, bench)
+    assert per_rank == expected[0]
+    assert (expected[1] in note) if expected[1] else note == ""

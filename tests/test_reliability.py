@@ -56,13 +56,14 @@ def one_line_error(proc: subprocess.CompletedProcess, *expected: str) -> str:
 
 def sidecars(uri: str, out: Path) -> dict:
     """The built figures' and tables' JSON, with what differs between two stores of the same data replaced:
-    run ids by the run's experiment and import key, and the git commit dropped."""
+    run ids by the run's experiment and import key, and the git commit and the MLflow UI links (which
+    carry the store's own experiment and run ids) dropped."""
     table = load_runs(uri)
     names = {r: f"{e}/{k}" for r, e, k in zip(table.run_id, table.experiment, table.import_key)}
 
     def plain(value):
         if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items() if k != "git_commit"}
+            return {k: plain(v) for k, v in value.items() if k not in ("git_commit", "mlflow_ui")}
         if isinstance(value, list):
             return sorted((plain(v) for v in value), key=json.dumps)
         return names.get(value, value) if isinstance(value, str) else value

@@ -485,6 +485,7 @@ def hacksa_row(model, workers, status="FINISHED", **values):
         "model": model,
         "workers": workers,
         "framework": "tensorflow",
+        "batch_per_worker": 64,
         **values,
     }
 
@@ -493,16 +494,17 @@ def hacksa_row(model, workers, status="FINISHED", **values):
 def hacksa_runs() -> pd.DataFrame:
     return pd.DataFrame([
         hacksa_row("vgg19", 1, time_init_s=31.4, time_work_s=194.0, time_total_s=225.4,
-                   throughput_total=170.0, throughput_per_worker=170.0),
+                   throughput_total=170.0, throughput_per_worker=170.0, steps=500),
         hacksa_row("vgg19", 2, time_init_s=43.8, time_work_s=101.0, time_total_s=144.8,
-                   throughput_total=338.0, throughput_per_worker=169.0),
+                   throughput_total=338.0, throughput_per_worker=169.0, steps=500),
         hacksa_row("resnet101_v2", 1, time_init_s=68.2, time_work_s=69.0, time_total_s=137.2,
-                   throughput_total=201.5, throughput_per_worker=201.5),
+                   throughput_total=201.5, throughput_per_worker=201.5, steps=200),
         hacksa_row("resnet101_v2", 4, status="FAILED", time_init_s=109.1, failure_reason=TIME_LIMIT,
                    throughput_note="no 'Benchmark metric' line in the log"),
         hacksa_row("inception4", 1, time_init_s=67.6, time_work_s=136.0, time_total_s=203.6,
-                   throughput_total=100.6, throughput_per_worker=100.6),
-        hacksa_row("inception4", 16, time_init_s=108.5, time_work_s=20.6, time_total_s=129.1,
+                   throughput_total=100.6, throughput_per_worker=100.6, steps=200),
+        # 200 // 16 = 12 steps per rank: 192 steps' worth of images, not 200
+        hacksa_row("inception4", 16, time_init_s=108.5, time_work_s=20.6, time_total_s=129.1, steps=192,
                    throughput_note="no 'Benchmark metric' line in the log: each rank ran 12 steps"),
     ])
 # fmt: on
@@ -524,22 +526,41 @@ def test_hacksa_numbers_by_hand():
     assert no_speed["throughput_per_worker"] is None and no_speed["speedup_speed"] is None
     assert no_speed["speedup_time"] == pytest.approx(136.0 / 20.6)
     assert no_speed["note"].startswith("no 'Benchmark metric'")
+    # per image: (192 x 64 / 20.6) / (200 x 64 / 136.0); the study's ratio of times stays beside it
+    assert no_speed["speedup_time_per_image"] == pytest.approx((192 * 64 / 20.6) / (200 * 64 / 136.0))
+    assert no_speed["unequal_work"] and not vgg2["unequal_work"]
+    assert no_speed["work_note"] == (
+        "16 ranks x 12 steps x 64 images = 12288 images, against 12800 on 1 GPU: by time per image = by time x 0.960"
+    )
+    assert vgg2["speedup_time_per_image"] == pytest.approx(vgg2["speedup_time"])  # same images: the same
 
 
 def test_hacksa_table_renders_failed_and_missing(tmp_path):
     text = rendered("table-3", hacksa_runs(), tmp_path)
     assert "\\toprule" in text and "\\cmidrule" in text
-    assert "4 & 109.1 & \\multicolumn{7}{l}{\\textit{failed}: Horovod stall; Slurm time limit} \\\\" in text
-    line16 = next(line for line in text.splitlines() if line.startswith("16 & "))
-    cells = [c.strip() for c in line16.rstrip("\\ ").split("&")]
-    assert cells[1:4] == ["108.5", "20.6", "129.1"]
-    assert cells[4] == "--\\textsuperscript{1}" and cells[5] == "--" and cells[7] == "--"  # speed-based: '--'
-    assert cells[6] == f"{136.0 / 20.6:.2f}" and cells[8] == f"{100 * 136.0 / 20.6 / 16:.1f}"
-    assert not re.search(r"(?<![\w.])0\.0*(?![\w.])", " ".join(cells))  # never a 0 for a missing number
+    columns = [c["column"] for c in config("table-3")["columns"]]
+    # a failed run: what it logged (init), then one cell saying it failed and why
+    reason = "\\textit{failed}: Horovod stall; Slurm time limit"
+    failed = f"4 & 109.1 & \\multicolumn{{{len(columns) - 1}}}{{l}}{{{reason}}} \\\\"
+    assert failed in text
+    # the 16-GPU row: two notes, the unequal work (on the GPU count) and the missing throughput (on the speed)
+    line16 = next(line for line in text.splitlines() if line.startswith("16\\textsuperscript{1} & "))
+    cells = dict(zip(["workers", *columns], [c.strip() for c in line16.rstrip("\\ ").split("&")]))
+    assert [cells[c] for c in ("time_init_s", "time_work_s", "time_total_s")] == ["108.5", "20.6", "129.1"]
+    assert cells["throughput_per_worker"] == "--\\textsuperscript{2}"
+    assert cells["speedup_speed"] == cells["efficiency_speed"] == "--"  # speed-based: '--'
+    assert (
+        cells["speedup_time"] == f"{136.0 / 20.6:.2f}" and cells["efficiency_time"] == f"{100 * 136.0 / 20.6 / 16:.1f}"
+    )
+    per_image = (192 * 64 / 20.6) / (200 * 64 / 136.0)
+    assert cells["speedup_time_per_image"] == f"{per_image:.2f}"
+    assert cells["efficiency_time_per_image"] == f"{100 * per_image / 16:.1f}"
+    assert not re.search(r"(?<![\w.])0\.0*(?![\w.])", " ".join(cells.values()))  # never a 0 for a missing number
     vgg2 = next(line for line in text.splitlines() if line.startswith("2 & "))
-    assert f"& {338 / 170:.2f} & {194 / 101:.2f} & {100 * 338 / 170 / 2:.1f} & {100 * 194 / 101 / 2:.1f}" in vgg2
+    assert f"& {338 / 170:.2f} & {194 / 101:.2f} & {194 / 101:.2f} & {100 * 338 / 170 / 2:.1f} & " in vgg2
     assert "\\textbf{VGG-19}" in text and "(published)" not in text  # one source: no source label
-    assert "each rank ran 12 steps." in text
+    assert "\\textsuperscript{1}\\,16 ranks x 12 steps x 64 images = 12288 images" in text
+    assert "\\textsuperscript{2}\\,no 'Benchmark metric' line in the log: each rank ran 12 steps." in text
     assert not re.search(r"nan", text, flags=re.IGNORECASE)
 
 

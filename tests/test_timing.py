@@ -34,6 +34,15 @@ RANK1 = {
 }
 
 
+def test_aggregate_reports_where_mser5_ends_the_warmup():
+    # one rank, 40 steps of 4 images: the first 10 take 1 s (4 images/s), the rest 0.5 s (8 images/s);
+    # MSER-5's batch means are 4, 4, 8, ..., 8: it cuts two batches, the warm-up ends at step 10
+    ends = list(itertools.accumulate([1.0] * 10 + [0.5] * 30, initial=100.0))[1:]
+    rank = {"images_per_step": 4, "loop_start_unix": 100.0, "step_end_unix": ends, "epoch_end_steps": [40]}
+    out = aggregate([rank], warmup_steps=2, min_measured=4, job_start_unix=JOB_START)
+    assert out["metrics"]["warmup_detected_step"] == 10
+
+
 def test_step_rates_are_images_over_gap_since_previous_end():
     assert step_rates(4, 100.0, RANK0["step_end_unix"]).tolist() == [4, 8, 8, 16, 8, 8]
     with pytest.raises(TimingError, match=r"step 1 took 0\.0 s"):
@@ -61,8 +70,8 @@ def test_aggregate_cuts_warmup_and_sums_what_each_rank_measured():
     assert (m["throughput_mean"], m["throughput_median"]) == (18, 16)
     assert m["throughput_stderr"] == pytest.approx(2.0)
     assert m["throughput_ci95_low"] == pytest.approx(18 - 6.364892, abs=1e-5)
-    # steady state = median(24, 16, 16) = 16; first step >= 14.4 is step 1
-    assert m["warmup_detected_step"] == 1
+    # six per-step totals are fewer than MSER-5's 4 batch means of 5: nothing it can cut
+    assert m["warmup_detected_step"] == 0
     # init: last rank's first step starts 1.1 s after the job; total: last end 4.6 s after it
     assert m["time_init_s"] == pytest.approx(1.1)
     assert m["time_total_s"] == pytest.approx(4.6)

@@ -3,10 +3,15 @@
 Definitions (HackSA report; TF 2017 sheet; see the paper's method section):
 - speedup by speed  S_speed(N) = throughput_total(N) / throughput_total(1)
   (= N * speed_per_worker(N) / speed_per_worker(1), the HackSA formula)
-- speedup by time   S_time(N)  = time_work_s(1) / time_work_s(N)
+- speedup by time   S_time(N)  = time_work_s(1) / time_work_s(N)   (the HackSA study's ratio of work times)
+- speedup by time per image  S_image(N) = [images(N) / time_work_s(N)] / [images(1) / time_work_s(1)]
+  = S_time(N) x images(N) / images(1), where images = steps x batch_per_worker (the `steps` param counts the
+  job's steps over all ranks): the same as S_time when the two jobs processed the same images, and the honest
+  one when they did not (`unequal_work` marks those points)
 - efficiency        E(N) = S(N) / N
-- ratio between two values of one column (P100 vs K80, resnet50 vs inception3, synthetic vs real,
-  batch 64 vs 32), matched on the other columns.
+- ratio between two configurations that differ in one named column (P100 vs K80, resnet50 vs inception3,
+  synthetic vs real, batch 64 vs 32) and agree on every other parameter of the run schema (variable_update
+  included): like for like, or no ratio.
 The baseline of a speedup is the 1-worker run of the same group; a group without one gets NaN,
 never a made-up baseline.
 """
@@ -18,6 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from .schema import PARAMS
+
 
 def _as_list(columns: str | Sequence[str] | None) -> list[str]:
     if columns is None:
@@ -26,57 +33,70 @@ def _as_list(columns: str | Sequence[str] | None) -> list[str]:
 
 
 def scaling(runs: pd.DataFrame, *, group: Sequence[str], workers: str = "workers") -> pd.DataFrame:
-    """Add speedup_speed, speedup_time, efficiency_speed, efficiency_time per group of `group` columns.
+    """Add speedup_speed, speedup_time, speedup_time_per_image and their efficiencies per group of `group`
+    columns, and `unequal_work` (True where the run processed other images than its baseline).
 
-    Columns missing from `runs` (e.g. no time_work_s for TF runs) give NaN for the quantities
+    Columns missing from `runs` (e.g. no time_work_s for TF runs, no steps) give NaN for the quantities
     that need them.
     """
     group = _as_list(group)
     out = runs.copy()
-    for col in ("throughput_total", "time_work_s"):
+    for col in ("throughput_total", "time_work_s", "steps", "batch_per_worker"):
         if col not in out.columns:
             out[col] = np.nan
+    out["_images"] = out["steps"] * out["batch_per_worker"]
     base = out[out[workers] == 1]
     dup = base.duplicated(group, keep=False)
     if dup.any():
         names = ", ".join(base.loc[dup, "run_name"].astype(str).head(4)) if "run_name" in base else ""
         raise ValueError(f"more than one 1-worker baseline in a group of {group}: {names}")
-    base = base[group + ["throughput_total", "time_work_s"]].rename(
-        columns={"throughput_total": "_base_throughput", "time_work_s": "_base_time"}
+    base = base[[*group, "throughput_total", "time_work_s", "_images"]].rename(
+        columns={"throughput_total": "_base_throughput", "time_work_s": "_base_time", "_images": "_base_images"}
     )
-    out = (
-        out.merge(base, on=group, how="left")
-        if group
-        else out.assign(
-            _base_throughput=base["_base_throughput"].iloc[0] if len(base) else np.nan,
-            _base_time=base["_base_time"].iloc[0] if len(base) else np.nan,
-        )
-    )
+    if group:
+        out = out.merge(base, on=group, how="left")
+    else:
+        first = base.iloc[0] if len(base) else pd.Series(np.nan, index=base.columns)
+        out = out.assign(**{c: first[c] for c in ("_base_throughput", "_base_time", "_base_images")})
     out["speedup_speed"] = out["throughput_total"] / out["_base_throughput"]
     out["speedup_time"] = out["_base_time"] / out["time_work_s"]
-    out["efficiency_speed"] = out["speedup_speed"] / out[workers]
-    out["efficiency_time"] = out["speedup_time"] / out[workers]
-    return out.drop(columns=["_base_throughput", "_base_time"])
+    out["speedup_time_per_image"] = out["speedup_time"] * out["_images"] / out["_base_images"]
+    out["unequal_work"] = (out["_images"] != out["_base_images"]) & out["_images"].notna() & out["_base_images"].notna()
+    for kind in ("speed", "time", "time_per_image"):
+        out[f"efficiency_{kind}"] = out[f"speedup_{kind}"] / out[workers]
+    return out.drop(columns=["_base_throughput", "_base_time", "_base_images", "_images"])
 
 
-def ratio(
-    runs: pd.DataFrame, *, between: str, numerator, denominator, match: Sequence[str], value: str = "throughput_total"
-) -> pd.DataFrame:
-    """value(between == numerator) / value(between == denominator), matched on the `match` columns.
+def like_for_like(runs: pd.DataFrame, differ: Sequence[str]) -> list[str]:
+    """The columns two runs must agree on to be compared: every parameter of the run schema the runs have, and
+    their dataset and source, less the columns allowed to `differ`."""
+    keep = [*PARAMS, "experiment", "source"]
+    return [c for c in keep if c in runs.columns and c not in set(differ)]
 
-    Returns the `match` columns, `ratio`, and the run ids of both sides. Rows without a partner on
-    the other side are left out of the result (a ratio needs both).
+
+def ratio(runs: pd.DataFrame, *, between: str, numerator, denominator, also_differ: Sequence[str] = (),
+          value: str = "throughput_total") -> pd.DataFrame:  # fmt: skip
+    """value(between == numerator) / value(between == denominator), pairing runs that agree on every other
+    parameter (`like_for_like`); `also_differ` names columns that go with `between` (the machine that holds each
+    GPU: platform). A run without such a partner gives no ratio.
+
+    Returns the matched columns, `ratio`, and the run ids of both sides.
     """
-    on = _as_list(match)
-    cols = on + [value, "run_id"]
-    top = runs.loc[runs[between].astype(str) == str(numerator), cols]
-    bottom = runs.loc[runs[between].astype(str) == str(denominator), cols]
+    on = like_for_like(runs, [between, *_as_list(also_differ)])
+    keyed = runs.assign(**{c: runs[c].astype(object).where(runs[c].notna(), "<none>") for c in on})
+    cols = [*on, value, "run_id"]
+    top = keyed.loc[runs[between].astype(str) == str(numerator), cols]
+    bottom = keyed.loc[runs[between].astype(str) == str(denominator), cols]
     for side, name in ((top, numerator), (bottom, denominator)):
         dup = side.duplicated(on, keep=False)
         if dup.any():
-            raise ValueError(f"ratio over {between}: several runs with {between}={name} share {on}")
+            raise ValueError(f"ratio over {between}: several runs with {between}={name} agree on {on}")
     pairs = top.merge(bottom, on=on, suffixes=("_num", "_den"))
     pairs["ratio"] = pairs[f"{value}_num"] / pairs[f"{value}_den"]
+    for column in on:  # the placeholder that let missing values pair up is missing again, numbers numbers
+        pairs[column] = pairs[column].where(pairs[column] != "<none>")
+        if pd.api.types.is_numeric_dtype(runs[column]):
+            pairs[column] = pd.to_numeric(pairs[column])
     return pairs.rename(columns={"run_id_num": "numerator_run_id", "run_id_den": "denominator_run_id"})
 
 
@@ -85,3 +105,16 @@ def median_by(frame: pd.DataFrame, value: str, by: str | Sequence[str] | None = 
     if by is None:
         return float(frame[value].median())
     return frame.groupby(_as_list(by))[value].median()
+
+
+def consistent(runs: pd.DataFrame, *, value: str, total: str, per: str, tolerance: float = 0.05,
+               flag: str = "slip", source: str = "published") -> pd.DataFrame:  # fmt: skip
+    """Check a published `value` against the source's own `total` / `per` (e.g. time per epoch against training
+    time / epochs): `flag` marks the `source` runs where they differ by more than `tolerance` (relative), and
+    `<value>_consistent` is the value, or total / per where flagged. The published number stays in `value`."""
+    out = runs.copy()
+    checked = out[total] / out[per]
+    mine = out["source"].astype(str) == source if "source" in out.columns else pd.Series(True, index=out.index)
+    out[flag] = (mine & ((out[value] - checked).abs() > tolerance * checked)).fillna(False).astype(bool)
+    out[f"{value}_consistent"] = out[value].where(~out[flag], checked)
+    return out

@@ -24,7 +24,10 @@ REQUIRED_PARAMS = (
     "platform",  # machine or cluster the run was made on
 )
 # Optional params, where a source states them: api, variable_update, epochs, seed, protocol
-# (keras: plain | reduce-randomization), steps (total training steps of the job, all ranks together).
+# (keras: plain | reduce-randomization), steps (training steps of the job, all ranks together: the job
+# processed steps x batch_per_worker images).
+OPTIONAL_PARAMS = ("api", "variable_update", "epochs", "seed", "protocol", "steps")
+PARAMS = REQUIRED_PARAMS + OPTIONAL_PARAMS  # what a ratio holds equal on both sides (derive.like_for_like)
 NUMERIC_PARAMS = ("workers", "batch_per_worker", "epochs", "seed", "steps", "warmup_steps")
 
 # Metrics (all optional; units in the names).
@@ -47,7 +50,7 @@ METRICS = {
     "throughput_ci95_high": "upper end of the 95 % interval of throughput_mean (Student's t), images/s",
     "measured_steps": "number of steps after warm-up that the throughput numbers use",
     "warmup_steps_configured": "steps excluded as warm-up, as configured",
-    "warmup_detected_step": "first step within 10 % of steady state (derive.warmup_end on the series)",
+    "warmup_detected_step": "first step after the warm-up MSER-5 finds on the per-step series (0: none to cut)",
     "time_launch_s": "start of the job to the last rank's program start, s (launcher overhead, part of time_init_s)",
     # Where a step's time goes, from a Horovod timeline (profile=timeline; scalestudy.profile.timeline says how).
     # Means over the measured steps; the k-th allreduce of each gradient tensor belongs to step k.

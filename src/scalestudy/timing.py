@@ -8,7 +8,7 @@ Method (DESIGN.md, "Measurement method"):
   Clock: time.perf_counter (monotonic), with one time.time() anchor taken at the same moment to
   turn readings into wall-clock times for MLflow's step timestamps.
 - Steps 0 .. warmup_steps-1 are warm-up and are excluded from every throughput number; they stay
-  in the per-step series, where warmup.warmup_end reports where the warm-up looks over.
+  in the per-step series, where MSER-5 (warmup.py) reports where the warm-up looks over.
 - A rank's throughput = images it processed in the measured steps / time those steps took.
   throughput_total = sum over ranks of what each rank measured (not rank 0 x N);
   throughput_per_worker = mean over ranks.

@@ -38,7 +38,13 @@ CLUSTER_TZ = timezone(CLUSTER_UTC_OFFSET, "CET")
 
 DEFAULT_MODEL = "resnet_v2_101"  # `N.err` files: the model is not in the file name
 BATCH_PER_WORKER = 64
-TOTAL_STEPS = 200  # the job script's --steps, split over the ranks (steps // N each)
+# The job script's --steps, split over the ranks (steps // N each): 200 (README); the VGG-19 jobs (2018-12-31, an
+# earlier script) ran 500: their logs for 1 to 16 GPUs fit 500 // N, not 200 // N (see steps_per_rank).
+TOTAL_STEPS = {"vgg19": 500}
+DEFAULT_TOTAL_STEPS = 200
+LOG_EVERY = (
+    10  # both hooks log every 10 steps: the logging hook at global steps 0, 10, ...; the benchmark one at 21, 31, ...
+)
 DEVICE_DEFAULT = "V100"  # the README's fact, used when a log names no GPU
 PLATFORM = "bsc-power9"  # IBM POWER9 nodes, 4x V100-SXM2-16GB each
 
@@ -219,6 +225,29 @@ def _bench(text: str, where: str, number: int) -> _Bench:
     return _Bench(number, entry["name"], float(value), step, _ms(_utc(entry["timestamp"], where)))
 
 
+def steps_per_rank(model: str, workers: int, last_logged: int | None, last_bench: int | None) -> tuple[int | None, str]:
+    """How many steps each rank of a finished job ran, and a note where that is not what the job script says.
+
+    The log bounds it: the logging hook's last `global_step = G` line gives G + 1 <= S <= G + 10, and the
+    benchmark hook's last line at step B gives B + 1 <= S <= B + 10. The script's TOTAL // N is taken where it
+    fits those bounds; where it does not and the bounds pin one number, that number is (32-GPU VGG-19: 31 per
+    rank, not 500 // 32 = 15); otherwise nothing (None) is claimed."""
+    total = TOTAL_STEPS.get(model, DEFAULT_TOTAL_STEPS)
+    planned = total // workers
+    if last_logged is None:
+        return planned, "no logged global step: the job script's split assumed"
+    low, high = last_logged + 1, last_logged + LOG_EVERY
+    if last_bench is not None:
+        low, high = max(low, last_bench + 1), min(high, last_bench + LOG_EVERY)
+    if low <= planned <= high:
+        return planned, ""
+    said = f"the job script's split would be {total} // {workers} = {planned} steps per rank"
+    hooks = f"last logged global step {last_logged}" + (f", last benchmark step {last_bench}" if last_bench else "")
+    if low == high:
+        return low, f"each rank ran {low} steps ({hooks}), while {said}: this job processed other images"
+    return None, f"each rank ran {low} to {high} steps ({hooks}), while {said}: how many is not known"
+
+
 def _ranks(ranks: list[int]) -> str:
     return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
 
@@ -274,15 +303,6 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         "platform": PLATFORM,
     }
     last_step = max((b.step for b in log.bench), default=None)
-    if model == "vgg19":
-        # The VGG-19 logs (2018-12-31, an earlier job script) ran more steps than 200: 1 GPU logs global step
-        # 490, 2 GPUs 240, 4 GPUs 120 (500 // N each), but 32 GPUs log step 30 (> 500 // 32): no steps is stated.
-        tags["steps_note"] = (
-            "the VGG-19 jobs ran more than the README's 200 steps (1 GPU reaches global step 490); "
-            "their step count is not stated, so no steps param"
-        )
-    else:
-        params["steps"] = TOTAL_STEPS
     metrics: dict[str, float] = {}
     start_ms = _ms(log.start)
 
@@ -346,15 +366,10 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         notes.append(f"step_throughput_total is mean x {workers} at steps with missing ranks: {', '.join(incomplete)}")
     if not log.bench:
         if log.took is not None:
-            per_rank = TOTAL_STEPS // workers if "steps" in params else None
+            per_rank, _ = steps_per_rank(model, workers, log.last_global_step, None)
             notes.append(
                 "no 'Benchmark metric' line in the log: the benchmark hook first logs at global step 21"
-                + (
-                    f", and each of the {workers} ranks ran only {TOTAL_STEPS} // {workers} = {per_rank} steps"
-                    f" (last logged global step {log.last_global_step})"
-                    if per_rank is not None
-                    else ""
-                )
+                + (f", and each of the {workers} ranks ran only {per_rank} steps" if per_rank is not None else "")
             )
         else:
             notes.append(
@@ -367,6 +382,12 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
         tags["last_benchmark_step"] = str(last_step)
 
     if log.took is not None:
+        per_rank, steps_note = steps_per_rank(model, workers, log.last_global_step, last_step)
+        if per_rank is not None:
+            params["steps"] = per_rank * workers  # the job's steps, all ranks together: images = steps x batch
+            tags["steps_per_rank"] = str(per_rank)
+        if steps_note:
+            tags["steps_note"] = steps_note
         missing = sorted(set(range(workers)) - log.stopped)
         if missing:
             raise SchemaError(

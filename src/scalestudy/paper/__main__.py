@@ -21,11 +21,13 @@ from ..provenance import git_commit, remove_stale_temporaries
 from ..tracking import load_runs, tracking_uri
 from .selection import NoRunsDeclared
 
+GROUPS = ("figure", "table", "numbers")  # what the builder makes: conf/<group>/<group>-N.yaml
+
 
 def expand(targets: list[str]) -> list[tuple[str, str]]:
     """[('figure', 'figure-3'), ('table', 'table-1'), ...] in the order asked; an unknown name lists the known."""
-    known = {g: sorted((p.stem for p in (CONF_DIR / g).glob("*.yaml")), key=_natural) for g in ("figure", "table")}
-    groups = {"figures": ["figure"], "tables": ["table"], "all": ["figure", "table"]}
+    known = {g: sorted((p.stem for p in (CONF_DIR / g).glob("*.yaml")), key=_natural) for g in GROUPS}
+    groups = {"figures": ["figure"], "tables": ["table"], "all": list(GROUPS)}
     out: list[tuple[str, str]] = []
     for target in targets:
         if target in groups:
@@ -33,7 +35,7 @@ def expand(targets: list[str]) -> list[tuple[str, str]]:
             continue
         group = target.split("-", 1)[0]
         if target not in known.get(group, []):
-            choices = ", ".join(known["figure"] + known["table"] + list(groups))
+            choices = ", ".join([n for g in GROUPS for n in known[g]] + list(groups))
             raise LookupError(f"unknown target {target!r} (no conf/{group}/{target}.yaml): choose from {choices}")
         out.append((group, target))
     return out
@@ -60,7 +62,10 @@ def main(argv: list[str]) -> int:
     uri = configs[0][2].tracking_uri or tracking_uri()
     runs = load_runs(uri)
     from .figures import build_figure  # matplotlib is imported only once the config is known to be good
+    from .numbers import build_numbers
     from .tables import build_table
+
+    builders = {"figure": build_figure, "table": build_table, "numbers": build_numbers}
 
     failed = skipped = 0
     for group, name, cfg in configs:
@@ -69,8 +74,7 @@ def main(argv: list[str]) -> int:
         out_dir = Path(cfg.out_dir) / ("figures" if group == "figure" else "tables")
         remove_stale_temporaries(out_dir)  # left by a build that was killed (SIGKILL) while writing
         try:
-            builder = build_figure if group == "figure" else build_table
-            written = builder(spec, runs, source=cfg.source, out_dir=out_dir, commit=commit)
+            written = builders[group](spec, runs, source=cfg.source, out_dir=out_dir, commit=commit)
         except NoRunsDeclared as err:
             if name in asked:
                 print(f"error: {one_line(err)}; {out_dir / name}.* left as they were", file=sys.stderr)

@@ -14,13 +14,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker as ticker
 import numpy as np
 import pandas as pd
 
 from ..config import call
 from ..provenance import atomic_files, json_text
 from ..tracking import load_series
-from ..warmup import warmup_end
+from ..warmup import mser
 from .formats import label
 from .latex import tex
 from .selection import select_runs, ui_entry
@@ -29,6 +30,21 @@ from .selection import select_runs, ui_entry
 COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+# Figures are drawn at the size they are printed: the paper's text is 16.2 cm wide (A4, 2.4 cm margins) and
+# main.tex includes a figure at its natural size, so a point here is a point on paper (no text below 7 pt).
+PRINT_WIDTH_IN = 6.3
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "figure.titlesize": 9,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 4,
+    "pdf.fonttype": 42,  # TrueType: text stays text, selectable and measurable in the PDF
+}
 
 
 def setting(fig_cfg: dict, key: str, default: float) -> float:
@@ -78,6 +94,10 @@ def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray, unit: str) -> None:
         ax.set_xticklabels([f"{t:g}" for t in ticks])
     if panel.get("yscale"):
         ax.set_yscale(panel["yscale"])
+        if panel["yscale"] == "log":
+            # Plain numbers: the default 10^3 sets its exponent at 70 % of the tick size, under 6 pt in print.
+            ax.yaxis.set_major_formatter(ticker.LogFormatter(labelOnlyBase=False))
+            ax.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     if panel.get("ylim"):
         lo, hi = panel["ylim"]
         ax.set_ylim(bottom=lo, top=hi)
@@ -95,100 +115,140 @@ def _series(frame: pd.DataFrame, hue: list[str]) -> list[tuple[str, pd.DataFrame
     return [(" · ".join(label(c, v) for c, v in zip(hue, key) if not pd.isna(v)), rows) for key, rows in groups]
 
 
-def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
-    """Lines of y against x: colour per `hue` combination, line style per y column, one axes per panel.
+def _figure(fig_cfg: dict, columns: int) -> tuple[plt.Figure, np.ndarray]:
+    """A figure of `columns` panels, as wide as the printed text; the legend goes below the panels."""
+    height = setting(fig_cfg, "height", 2.9)
+    fig, axes = plt.subplots(1, columns, figsize=(PRINT_WIDTH_IN, height), squeeze=False, layout="constrained",
+                             sharey=bool(fig_cfg["plot"].get("sharey", False)))  # fmt: skip
+    fig.suptitle(fig_cfg["title"])
+    return fig, axes[0]
 
-    Returns the figure and the plotted points (for the sidecar: the numbers behind the figure)."""
+
+def _legend_below(fig: plt.Figure, entries: dict) -> None:
+    """One legend for the whole figure, under its panels, in as many columns as its longest label allows."""
+    if not entries:
+        return
+    longest = max(len(text) for text in entries)  # about 3.6 pt a character at 7 pt, and 30 pt for the key
+    columns = max(1, min(len(entries), int(PRINT_WIDTH_IN * 72 / (3.6 * longest + 30))))
+    fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=columns, frameon=False)
+
+
+def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
+    """Lines of y against x, one axes per panel: colour per `hue` combination; line style per y column, or per
+    `style` combination (e.g. protocol: the same set-up under two protocols keeps its colour).
+
+    `plot.flag` ({column, legend, y: [columns]}) draws hollow the points of those y columns (default: all) where
+    `column` is true (a run whose work differs from its baseline's, a published value that contradicts the
+    source's own total); `plot.extra` ({y, where, legend, beside}) adds column y as a cross at the points where
+    `where` is true, in the panel that draws `beside` (default: the first panel's y): the source's own number,
+    kept visible beside the one the line uses. A series every point of which another series also has is drawn
+    last, dashed and hollow, and named so: never hidden. Returns the figure and every plotted point."""
     points: list[dict] = []
     plot = fig_cfg["plot"]
     x = plot["x"]
-    hue = list(plot.get("hue") or [])
-    if "source" in table.columns and table["source"].nunique() > 1 and "source" not in hue:
+    hue, style_by = list(plot.get("hue") or []), list(plot.get("style") or [])
+    if "source" in table.columns and table["source"].nunique() > 1 and "source" not in hue + style_by:
         hue.append("source")
     labels = fig_cfg.get("labels") or {}
+    flag, extra = plot.get("flag") or {}, plot.get("extra") or {}
     panels = _panels(table, plot)
-    fig, axes = plt.subplots(
-        1,
-        len(panels),
-        figsize=(setting(fig_cfg, "panel_width", 4.6) * len(panels), 3.6),
-        squeeze=False,
-        sharey=bool(plot.get("sharey", False)),
-    )
-    # One colour per series across the whole figure, so a series looks the same in every panel.
-    style_index = {name: i for i, (name, _) in enumerate(_series(table, hue))}
-    for ax, (title, part, panel) in zip(axes[0], panels):
+    fig, axes = _figure(fig_cfg, len(panels))
+    # One colour per hue value and one line style per style value across the whole figure, so a series looks
+    # the same in every panel.
+    colour_of = {name: COLORS[i % len(COLORS)] for i, (name, _) in enumerate(_series(table, hue))}
+    dash_of = {name: i for i, (name, _) in enumerate(_series(table, style_by))}
+    entries: dict = {}
+    for ax, (title, part, panel) in zip(axes, panels):
         ys = list(panel["y"])
-        for name, rows in _series(part, hue):
-            i = style_index[name]
-            for j, y in enumerate(ys):
-                line = rows[[x, y]].dropna().sort_values(x)
-                if line.empty:
-                    continue
-                if line[x].duplicated().any():
-                    raise ValueError(
-                        f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
-                        f"{x}; add the column that tells them apart to plot.hue"
-                    )
-                legend = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
-                points += [
-                    {"panel": title, "series": name, "y": y, x: px, "value": py} for px, py in zip(line[x], line[y])
-                ]
-                ax.plot(
-                    line[x],
-                    line[y],
-                    color=COLORS[i % len(COLORS)],
-                    linestyle=LINESTYLES[j % len(LINESTYLES)],
-                    marker=MARKERS[(j if len(ys) > 1 else i) % len(MARKERS)],
-                    markersize=4,
-                    label=legend or None,
-                )
+        lines = []  # (legend, series name, y, rows, style) of every line of this panel
+        for hue_name, hue_rows in _series(part, hue):
+            for style_name, rows in _series(hue_rows, style_by):
+                name = " · ".join(s for s in (hue_name, style_name) if s)
+                for j, y in enumerate(ys):
+                    line = rows[[x, y, *([flag["column"]] if flag else [])]].dropna(subset=[x, y]).sort_values(x)
+                    line = line.loc[:, ~line.columns.duplicated()]
+                    if line.empty:
+                        continue
+                    if line[x].duplicated().any():
+                        raise ValueError(
+                            f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
+                            f"{x}; add the column that tells them apart to plot.hue"
+                        )
+                    k = dash_of[style_name] if style_by else j
+                    style = {
+                        "color": colour_of[hue_name],
+                        "linestyle": LINESTYLES[k % len(LINESTYLES)],
+                        "marker": MARKERS[(j if len(ys) > 1 else list(colour_of).index(hue_name)) % len(MARKERS)],
+                    }
+                    if style_by and dash_of[style_name] % 2:
+                        style["markerfacecolor"] = "white"  # the second style value: hollow markers too
+                    legend = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
+                    lines.append([legend, name, y, line, style])  # fmt: skip
+        where = {}  # (y, x, value) -> legends of the lines through that point
+        for legend, _, y, line, _ in lines:
+            for px, py in zip(line[x], line[y]):
+                where.setdefault((y, round(float(px), 9), round(float(py), 9)), []).append(legend)
+        covered: set[str] = set()
+        for entry in reversed(lines):  # a line whose every point another (visible) line has too: dashed, on top
+            legend, _, y, line, style = entry
+            others = [{o for o in where[(y, round(float(px), 9), round(float(py), 9))] if o not in {legend, *covered}}
+                      for px, py in zip(line[x], line[y])]  # fmt: skip
+            if all(others):
+                covered.add(legend)
+                entry[0] = f"{legend} (on {' and '.join(sorted(set.union(*others)))})"
+                entry[4] = {**style, "linestyle": (0, (3, 3)), "markerfacecolor": "none", "markersize": 7, "zorder": 5}
+        for legend, name, y, line, style in lines:
+            flagged = flag and y in flag.get("y", ys)
+            odd = line[flag["column"]].fillna(False).astype(bool) if flagged else pd.Series(False, index=line.index)
+            points += [{"panel": title, "series": name, "y": y, x: px, "value": py,
+                        **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
+                       for px, py, hit in zip(line[x], line[y], odd)]  # fmt: skip
+            (handle,) = ax.plot(line[x], line[y], label=legend or None, **{"zorder": 3, **style})
+            if legend:
+                entries.setdefault(legend, handle)
+            if odd.any():
+                ax.plot(line.loc[odd, x], line.loc[odd, y], linestyle="none", marker=style["marker"], markersize=7,
+                        zorder=6, markerfacecolor="white", markeredgecolor=style["color"])  # fmt: skip
+        if extra and extra.get("beside", ys[0]) in ys:
+            for hue_name, rows in _series(part, hue):
+                odd = rows[rows[extra["where"]].fillna(False).astype(bool)].dropna(subset=[x, extra["y"]])
+                ax.plot(odd[x], odd[extra["y"]], linestyle="none", marker="x", markersize=6,
+                        color=colour_of[hue_name], zorder=6)  # fmt: skip
+                points += [{"panel": title, "series": hue_name, "y": extra["y"], x: px, "value": py, "extra": True}
+                           for px, py in zip(odd[x], odd[extra["y"]])]  # fmt: skip
         xs = part[x].dropna().to_numpy(dtype=float)
         if plot.get("ideal") == "speedup" and xs.size:
             grid = np.array(sorted(set(xs)))
-            ax.plot(grid, grid, color="grey", linewidth=1, linestyle="-", alpha=0.6, label="ideal")
+            entries.setdefault("ideal", ax.plot(grid, grid, color="grey", linewidth=1, alpha=0.6, zorder=1)[0])
         elif plot.get("ideal") == "efficiency" and xs.size:
-            ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, label="ideal")
+            entries.setdefault("ideal", ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, zorder=1))
         if plot.get("median"):
             values = part[ys].to_numpy(dtype=float).ravel()
             values = values[~np.isnan(values)]
             if values.size:
                 med = float(np.median(values))
                 points.append({"panel": title, "series": "median", "y": ",".join(ys), "value": med})
-                ax.axhline(med, color="black", linewidth=1.2, linestyle="--", label=f"median {med:.2f}×")
+                handle = ax.axhline(med, color="black", linewidth=1.2, linestyle="--", zorder=2)
+                entries[f"median {med:.2f}×" + (f" ({title})" if len(panels) > 1 else "")] = handle
         _style_axes(ax, plot, panel, xs, workers_unit(runs))
         if title:
-            ax.set_title(title, fontsize=10)
-        if plot.get("legend") == "outside":
-            ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        elif plot.get("legend") != "figure":
-            ax.legend(fontsize=6.5, loc=plot.get("legend", "best"), frameon=False)
-    if plot.get("legend") == "figure":  # one legend for all panels, below them
-        entries = {}
-        for ax in axes[0]:
-            for handle, text in zip(*ax.get_legend_handles_labels()):
-                entries.setdefault(text, handle)
-        fig.legend(
-            entries.values(),
-            entries.keys(),
-            loc="lower center",
-            ncol=min(4, len(entries)),
-            fontsize=6.5,
-            frameon=False,
-            bbox_to_anchor=(0.5, 0.03),
+            ax.set_title(title)
+    marker = {"linestyle": "none", "color": "dimgray"}
+    hollow = [p for p in points if p.get("flagged")]
+    if hollow:
+        entries[flag["legend"]] = plt.Line2D(
+            [], [], marker=hollow[0]["marker"], markersize=7, markerfacecolor="white", **marker
         )
-    if plot.get("note"):
-        fig.text(0.01, 0.005, plot["note"], fontsize=7, color="dimgray", ha="left", va="bottom")
-    fig.suptitle(fig_cfg["title"], fontsize=11)
-    bottom = 0.03 if plot.get("note") else 0
-    if plot.get("legend") == "figure":
-        bottom += 0.035 * (1 + (len(axes[0][0].get_legend_handles_labels()[1]) + 3) // 4) + 0.02
-    fig.tight_layout(rect=(0, bottom, 1, 1))
+    if extra and any(p.get("extra") for p in points):
+        entries[extra["legend"]] = plt.Line2D([], [], marker="x", markersize=6, **marker)
+    _legend_below(fig, entries)
     return fig, points
 
 
 def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
-    """Per-step throughput against elapsed time, with the study's cut (end of initialisation) and
-    the warm-up end that warmup.warmup_end detects on the series itself."""
+    """Per-step throughput against elapsed time, one panel per `facet` value, one colour per GPU count, with the
+    study's cut (end of initialisation, dotted) and the warm-up end MSER-5 finds on the series (dashed; none
+    where the series is too short to tell). The data are drawn above the lines, so a one-point series shows."""
     plot = fig_cfg["plot"]
     series_name = plot["series"]
     series = load_series(runs["run_id"], [series_name], fig_cfg["tracking_uri"])
@@ -197,50 +257,56 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     unit = workers_unit(runs)
     facet = plot["facet"]
     values = sorted(runs[facet].unique(), key=_sort_key)
-    fig, axes = plt.subplots(1, len(values), figsize=(4.6 * len(values), 3.6), squeeze=False)
-    tolerance = setting(fig_cfg, "tolerance", 0.10)
+    fig, axes = _figure(fig_cfg, len(values))
     # Runs of one panel are told apart by their rank count, and by framework and source where those differ.
     differ = [c for c in ("framework", "source") if c in runs.columns and runs[c].nunique() > 1]
+    kinds = sorted({(r.workers, *(getattr(r, c) for c in differ)) for r in runs.itertuples()}, key=_sort_key_tuple)
+    color_of = {kind: COLORS[i % len(COLORS)] for i, kind in enumerate(kinds)}
     points: list[dict] = []
-    for ax, value in zip(axes[0], values):
+    entries: dict = {}
+    for ax, value in zip(axes, values):
         rows = runs[runs[facet] == value].sort_values(["workers", *differ])
-        for i, run in enumerate(rows.itertuples()):
+        for run in rows.itertuples():
             history = series[series.run_id == run.run_id].sort_values("step")
             if history.empty:
                 continue
+            kind = (run.workers, *(getattr(run, c) for c in differ))
+            color = color_of[kind]
             elapsed = (history.timestamp_ms.to_numpy() - run.start_ms) / 1000.0
             rate, steps = history.value.to_numpy(), history.step.to_numpy()
             if plot.get("per_worker"):
                 rate = rate / run.workers
-            color = COLORS[i % len(COLORS)]
-            legend = " · ".join([label("workers", run.workers, unit), *(str(getattr(run, c)) for c in differ)])
-            ax.plot(elapsed, rate, color=color, marker=".", markersize=3, label=legend)
+            legend = " · ".join([label("workers", run.workers, unit), *(str(v) for v in kind[1:])])
+            (handle,) = ax.plot(elapsed, rate, color=color, marker="o", markersize=3, zorder=3)
+            entries.setdefault(legend, handle)
             init = getattr(run, "time_init_s", float("nan"))
             if not math.isnan(init):
-                ax.axvline(init, color=color, linestyle=":", linewidth=1)
-                ax.axvspan(0, init, color=color, alpha=0.04, linewidth=0)
-            cut = warmup_end(rate, tolerance=tolerance)
-            ax.axvline(elapsed[cut], color=color, linestyle="--", linewidth=1)
-            points.append(
-                {
-                    "run_id": run.run_id,
-                    "series": run.run_name,
-                    "logged_steps": int(rate.size),
-                    "init_end_s": None if math.isnan(init) else float(init),
-                    "warmup_end_s": float(elapsed[cut]),
-                    "warmup_end_step": int(steps[cut]),
-                }
-            )
-        ax.set_title(label(facet, value), fontsize=10)
-        ax.set_xlabel(plot.get("xlabel", "elapsed time since job start (s)"))
+                ax.axvline(init, color=color, linestyle=":", linewidth=0.9, alpha=0.7, zorder=1)
+            cut = mser(rate)
+            if cut.outcome == "cut":
+                ax.axvline(elapsed[cut.step], color=color, linestyle="--", linewidth=0.9, alpha=0.7, zorder=1)
+            points.append({
+                "run_id": run.run_id, "series": run.run_name, "panel": label(facet, value), "legend": legend,
+                "steps": steps.tolist(), "elapsed_s": elapsed.round(3).tolist(), "value": rate.tolist(),
+                "init_end_s": None if math.isnan(init) else float(init),
+                "warmup": cut.outcome, "warmup_batches": cut.batches,
+                "warmup_end_step": int(steps[cut.step]) if cut.outcome == "cut" else None,
+                "warmup_end_s": float(elapsed[cut.step]) if cut.outcome == "cut" else None,
+            })  # fmt: skip
+        ax.set_title(label(facet, value))
+        ax.set_xlabel(plot.get("xlabel", "time since job start (s)"))
         ax.set_ylabel(plot.get("ylabel", "images/s"))
         ax.set_xlim(left=0)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6.5, frameon=False)
-    fig.text(0.01, 0.005, plot.get("note", ""), fontsize=7, color="dimgray", ha="left", va="bottom")
-    fig.suptitle(fig_cfg["title"], fontsize=11)
-    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    line = {"color": "dimgray", "linewidth": 0.9}
+    entries["end of initialisation (the study's cut)"] = plt.Line2D([], [], linestyle=":", **line)
+    entries["end of warm-up, MSER-5"] = plt.Line2D([], [], linestyle="--", **line)
+    _legend_below(fig, entries)
     return fig, points
+
+
+def _sort_key_tuple(values: tuple) -> list:
+    return [_sort_key(v) for v in values]
 
 
 def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
@@ -250,7 +316,8 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     fig_cfg = for_source(fig_cfg, chosen, source)
     table = derived_table(chosen, fig_cfg)
     draw = fig_cfg.get("draw") or {"_target_": "scalestudy.paper.figures.draw_lines"}
-    fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
+    with plt.rc_context(STYLE):
+        fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
     run_ids = sorted(chosen["run_id"])
     meta_pdf = {
         "Title": f"{name}: {fig_cfg['title']}",
@@ -278,9 +345,9 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     }
     paths = [out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex")]
     try:
-        with atomic_files(*paths) as (pdf, png, json_file, caption):
+        with atomic_files(*paths) as (pdf, png, json_file, caption), plt.rc_context(STYLE):
             fig.savefig(pdf, format="pdf", metadata=meta_pdf)
-            fig.savefig(png, format="png", dpi=150, metadata=meta_png)
+            fig.savefig(png, format="png", dpi=200, metadata=meta_png)
             json_file.write_text(json_text(sidecar))
             caption.write_text(caption_tex(fig_cfg, chosen, source))
     finally:
@@ -289,11 +356,11 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
 
 
 def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:
-    """The figure's config with a title, note and caption true of the runs drawn.
+    """The figure's config with a title and caption true of the runs drawn.
 
-    A config's title, caption and note describe its published runs (e.g. "V100, batch 64 per GPU"). Measured
-    runs are whatever the sweep ran, so for them the title is `measured_title` and the note says what the
-    measured runs were, read from the runs themselves."""
+    A config's title and caption describe its published runs (e.g. "V100, batch 64 per GPU"). Measured runs are
+    whatever the sweep ran, so for them the title is `measured_title` and the caption says what the measured
+    runs were, read from the runs themselves."""
     if source == "published":
         return fig_cfg
     measured = chosen[chosen["source"].astype(str) == "measured"]
@@ -308,16 +375,11 @@ def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:
             values = sorted({label("", v) for v in measured[column].dropna()}, key=_sort_key)
             said.append(f"{what} {', '.join(values)}")
     described = f"Measured runs ({len(measured)}): " + "; ".join(said) + "."
-    plot = dict(fig_cfg["plot"])
     title = str(fig_cfg.get("measured_title") or fig_cfg["title"])
     if source == "measured":
-        plot["note"] = described
-        caption = described
-    else:
-        title += ": published and measured runs"
-        plot["note"] = f"Published: {plot['note']}  {described}" if plot.get("note") else described
-        caption = f"{fig_cfg.get('caption', '')} {described}"
-    return {**fig_cfg, "title": title, "caption": caption, "plot": plot}
+        return {**fig_cfg, "title": title, "caption": described}
+    title += ": published and measured runs"
+    return {**fig_cfg, "title": title, "caption": f"Published: {fig_cfg.get('caption', '')} {described}"}
 
 
 def caption_tex(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from ..schema import MODELS
 
 MISSING = "--"  # what a cell without a number shows (never 0, never 'nan')
+FRAMEWORKS = {"tensorflow": "TensorFlow", "mxnet": "MXNet"}
 
 
 def _integral(value) -> int | None:
@@ -24,6 +25,8 @@ def label(column: str, value, unit: str = "GPUs") -> str:
     """How `value` of run column `column` reads: model names spelled out, 'batch 64', '2 GPUs' or '2 ranks'."""
     if column == "model":
         return MODELS.get(str(value), str(value))
+    if column == "framework":
+        return FRAMEWORKS.get(str(value), str(value))
     whole = _integral(value)
     if column == "batch_per_worker":
         return f"batch {whole if whole is not None else value}"

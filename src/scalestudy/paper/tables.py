@@ -86,7 +86,7 @@ def _sheet_panels(
                 between=between,
                 numerator=str(ratio["numerator"]),
                 denominator=str(ratio["denominator"]),
-                match=col_dims + ["workers"],
+                also_differ=ratio.get("also_differ", ()),
                 value=value,
             )
             value = "ratio"
@@ -288,9 +288,22 @@ HACKSA_VALUES = (
     "throughput_per_worker",
     "speedup_speed",
     "speedup_time",
+    "speedup_time_per_image",
     "efficiency_speed",
     "efficiency_time",
+    "efficiency_time_per_image",
 )
+
+
+def _work_note(run: Mapping, group: pd.DataFrame) -> str:
+    """Why a finished run's work time does not compare with its 1-GPU run's: it processed other images."""
+    base = group[(group["workers"] == 1) & (group["status"] == "FINISHED")].iloc[0]
+    images, base_images = run["steps"] * run["batch_per_worker"], base["steps"] * base["batch_per_worker"]
+    per_rank = int(run["steps"] // run["workers"])
+    return (
+        f"{int(run['workers'])} ranks x {per_rank} steps x {int(run['batch_per_worker'])} images = {int(images)} "
+        f"images, against {int(base_images)} on 1 GPU: by time per image = by time x {images / base_images:.3f}"
+    )
 
 
 def short_reason(reason: str | None, labels: Sequence[Mapping]) -> str | None:
@@ -333,12 +346,16 @@ def hacksa(
         for r in part.sort_values("workers").to_dict("records"):
             failed = r["status"] != "FINISHED"
             note = r.get("throughput_note")
+            unequal = not failed and bool(r.get("unequal_work"))
             row = {
                 "workers": int(r["workers"]),
                 "status": str(r["status"]),
                 "run_id": str(r["run_id"]),
                 "reason": short_reason(r.get("failure_reason"), failure_labels) if failed else None,
                 "note": None if failed or not isinstance(note, str) or not note else note,
+                "steps": _number(r.get("steps")),
+                "unequal_work": unequal,
+                "work_note": _work_note(r, part) if unequal else None,
             }
             row.update({v: _number(r.get(v)) for v in HACKSA_VALUES})
             rows.append(row)
