@@ -602,3 +602,12 @@ def test_number_formats():
     with pytest.raises(ValueError, match="unknown number format"):
         formats.fmt(1.0, "nope")
     assert tex("a_b & 10% #1 {x} ~") == r"a\_b \& 10\% \#1 \{x\} \textasciitilde{}"
+
+
+def test_a_rows_cells_share_the_decimals_of_its_most_precise_cell():
+    from scalestudy.paper.formats import fmt_row
+
+    assert fmt_row([160.93, 97.19, 41.8, float("nan")], "trim2") == ["160.93", "97.19", "41.80", "--"]
+    assert fmt_row([10738.0, 5935.0, 2839.0], "trim2") == ["10738", "5935", "2839"]
+    assert fmt_row([15860.5, 3429.55], "trim2") == ["15860.50", "3429.55"]
+    assert fmt_row([0.5, 0.25], "fixed1") == ["0.5", "0.2"]  # other formats: cell by cell

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jinja2
 
-from .formats import MISSING, figs, fixed, fmt, integer, label, percent, trim
+from .formats import MISSING, figs, fixed, fmt, fmt_row, integer, label, percent, trim
 
 _TEX_SPECIAL = {
     "\\": r"\textbackslash{}",
@@ -57,6 +57,7 @@ def environment(folder: Path) -> jinja2.Environment:
         integer=integer,
         trim=trim,
         fmt=fmt,
+        fmt_row=fmt_row,
         label=lambda value, column="": label(column, value),
     )
     env.globals.update(zip=zip, MISSING=MISSING)

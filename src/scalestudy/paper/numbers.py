@@ -26,15 +26,15 @@ from ..provenance import atomic_files, json_text
 from ..tracking import load_series
 from ..warmup import mser
 from .formats import fmt
-from .selection import same, select_runs
+from .selection import matches, same, select_runs
 
 MACRO = re.compile(r"^[A-Za-z]+$")
 
 
 def _where(runs: pd.DataFrame, where: Mapping | None) -> pd.DataFrame:
     mask = pd.Series(True, index=runs.index)
-    for column, value in (where or {}).items():
-        mask &= runs[column].map(lambda v, w=value: same(v, w))
+    for column, wanted in (where or {}).items():
+        mask &= matches(runs[column], wanted)
     return runs[mask]
 
 
