@@ -69,6 +69,28 @@ def test_ratio_pairs_counts_like_and_unlike_pairs():
     assert numbers.ratio_median(table, **args) == statistics.median([2.0, 1.6])
 
 
+def test_ratio_extremes_and_batch_comparison_by_hand():
+    rows = [  # device, platform, batch, workers, throughput
+        ("P100", "dgx", 64, 1, 500.0),
+        ("K80", "gce", 64, 1, 100.0),  # 5.0
+        ("P100", "dgx", 32, 1, 400.0),
+        ("K80", "gce", 32, 1, 100.0),  # 4.0: below its batch-64 twin
+        ("P100", "dgx", 64, 2, 900.0),
+        ("K80", "gce", 64, 2, 200.0),  # 4.5
+        ("P100", "dgx", 32, 2, 960.0),
+        ("K80", "gce", 32, 2, 200.0),  # 4.8: above its batch-64 twin
+        ("P100", "dgx", 32, 4, 100.0),  # no K80 partner: no ratio
+    ]
+    table = pd.DataFrame(rows, columns=["device", "platform", "batch_per_worker", "workers", "throughput_total"])
+    table = table.assign(run_id=[f"r{i}" for i in range(len(rows))], model="resnet50", data="synthetic")
+    args = {"between": "device", "numerator": "P100", "denominator": "K80", "also_differ": ["platform"]}
+    assert numbers.ratio_extreme(table, **args, how="min") == 4.0
+    assert numbers.ratio_extreme(table, **args, how="max") == 5.0
+    assert numbers.ratio_extreme(table, **args, how="max", where={"workers": 2}) == 4.8
+    assert numbers.ratio_compare(table, **args, by="batch_per_worker", high=64, low=32) == 1
+    assert numbers.ratio_compare(table, **args, by="batch_per_worker", high=64, low=32, total=True) == 2
+
+
 def test_product_median_counts_images_per_epoch():
     table = pd.DataFrame({"throughput_total": [372.82, 617.32, 1.0], "time_per_epoch_s": [160.93, 97.19, None]})
     assert numbers.product_median(table, columns=["throughput_total", "time_per_epoch_s"]) == pytest.approx(
@@ -188,6 +210,18 @@ def test_tf_benchmark_numbers_recomputed(built):
     ratios = pairs.throughput_total_p / pairs.throughput_total_k
     assert values["PairsPOverK"]["value"] == len(pairs)
     assert values["MedianPOverK"]["value"] == pytest.approx(ratios.median())
+    # the P100/K80 ratios: range per model and batch 64 against batch 32, like for like
+    sheet = runs[(runs.experiment == "tf-benchmarks-2017") & runs.model.isin(["inception3", "resnet50"])]
+    key = ["model", "data", "batch_per_worker", "workers", "variable_update"]
+    dgx, gce = (sheet[sheet.platform == p] for p in ("nvidia-dgx-1", "gce-n1-standard-32-k80x8"))
+    ratio = dgx.merge(gce, on=key, suffixes=("_p", "_k"))
+    ratio = ratio[ratio.batch_per_worker.isin([32, 64])].assign(r=lambda f: f.throughput_total_p / f.throughput_total_k)
+    for model, name in (("inception3", "Inception"), ("resnet50", "Resnet")):
+        assert values[f"POverK{name}Min"]["value"] == pytest.approx(ratio[ratio.model == model].r.min())
+        assert values[f"POverK{name}Max"]["value"] == pytest.approx(ratio[ratio.model == model].r.max())
+    twins = ratio[ratio.batch_per_worker == 64].merge(ratio[ratio.batch_per_worker == 32], on=key[:2] + key[3:])
+    assert values["POverKBatchPairs"]["value"] == len(twins) == 16
+    assert values["POverKBatchHigher"]["value"] == (twins.r_x > twins.r_y).sum()
     # ResNet-50 over Inception-v3 on every platform, like for like, and the pairs that differ in the update only
     models = tf[tf.model.isin(["inception3", "resnet50"])]
     key = ["platform", "device", "data", "batch_per_worker", "workers", "framework"]

@@ -102,6 +102,26 @@ def ratio_pairs(runs: pd.DataFrame, *, between: str, numerator, denominator, als
     return float(len(loose) - pairs)
 
 
+def ratio_extreme(runs: pd.DataFrame, *, between: str, numerator, denominator, how: str,
+                  also_differ: Sequence[str] = (), where: Mapping | None = None) -> float:  # fmt: skip
+    """The smallest (`how: min`) or largest (`max`) like-for-like ratio (of the pairs `where` picks)."""
+    if how not in ("min", "max"):
+        raise ValueError(f"how={how!r}: min or max")
+    pairs = derive.ratio(runs, between=between, numerator=numerator, denominator=denominator, also_differ=also_differ)
+    return float(getattr(_where(pairs, where)["ratio"], how)())
+
+
+def ratio_compare(runs: pd.DataFrame, *, between: str, numerator, denominator, by: str, high, low,
+                  also_differ: Sequence[str] = (), total: bool = False) -> float:  # fmt: skip
+    """In how many pairs of like-for-like ratios that differ only in `by` the ratio at `by == high` is the larger
+    one (e.g. P100/K80 at batch 64 against the same ratio at batch 32); with `total`, how many such pairs."""
+    pairs = derive.ratio(runs, between=between, numerator=numerator, denominator=denominator, also_differ=also_differ)
+    on = derive.like_for_like(pairs, [between, by, *also_differ])
+    upper, lower = _where(pairs, {by: high}), _where(pairs, {by: low})
+    both = upper.merge(lower, on=on, suffixes=("_high", "_low"))
+    return float(len(both) if total else (both["ratio_high"] > both["ratio_low"]).sum())
+
+
 def product_median(runs: pd.DataFrame, *, columns: Sequence[str], where: Mapping | None = None) -> float:
     """The median over runs of the product of `columns` (images/s x s per epoch: the images per epoch counted)."""
     rows = _where(runs, where).dropna(subset=list(columns))
@@ -142,6 +162,14 @@ def warmup(runs: pd.DataFrame, *, series: str, tracking_uri: str, outcome: str) 
     history = load_series(runs["run_id"], [series], tracking_uri)
     results = [mser(h.sort_values("step")["value"].to_numpy()).outcome for _, h in history.groupby("run_id")]
     return float(results.count(outcome))
+
+
+def falling(runs: pd.DataFrame, *, series: str, tracking_uri: str, total: bool = False) -> float:
+    """In how many of the runs' per-step `series` the last value is below the first (throughput that falls over
+    the run); with `total`, how many runs have such a series with two values or more."""
+    history = load_series(runs["run_id"], [series], tracking_uri)
+    ends = [h.sort_values("step")["value"].to_numpy()[[0, -1]] for _, h in history.groupby("run_id") if len(h) > 1]
+    return float(len(ends) if total else sum(last < first for first, last in ends))
 
 
 def first_step(runs: pd.DataFrame, *, series: str, tracking_uri: str) -> float:
