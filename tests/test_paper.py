@@ -194,15 +194,8 @@ def test_the_latex_log_has_no_overfull_box_or_undefined_reference(built):
     assert "multiply defined" not in log and "Undefined control sequence" not in log
 
 
-def glyph_size(char) -> float:
-    """The font size of one character of the PDF: pdfminer's `size` is the height of its box, which for text
-    rotated by 90 degrees (y-axis labels) is the glyph's width; the box's other side is the font size there."""
-    a, b = char.matrix[:2]
-    return char.width if abs(a) < abs(b) else char.height
-
-
-@pytest.mark.integration
-def test_no_text_in_the_pdf_is_below_6_pt(built):
+def pdf_chars(path: Path):
+    """(page number, character) for every character pdfminer finds in the PDF at `path`."""
     from pdfminer.high_level import extract_pages
     from pdfminer.layout import LTChar, LTContainer
 
@@ -213,14 +206,27 @@ def test_no_text_in_the_pdf_is_below_6_pt(built):
             for child in item:
                 yield from chars(child)
 
-    small, in_figures = [], 0
-    for number, page in enumerate(extract_pages(built / "main.pdf"), start=1):
+    for number, page in enumerate(extract_pages(path), start=1):
         for char in chars(page):
-            if not char.get_text().strip():
-                continue
-            in_figures += "DejaVu" in char.fontname  # matplotlib's font: the figures' text is text, measured too
-            if glyph_size(char) < 5.95:
-                small.append(f"page {number}: {char.get_text()!r} {glyph_size(char):.1f} pt ({char.fontname})")
+            yield number, char
+
+
+def glyph_size(char) -> float:
+    """The font size of one character of the PDF: pdfminer's `size` is the height of its box, which for text
+    rotated by 90 degrees (y-axis labels) is the glyph's width; the box's other side is the font size there."""
+    a, b = char.matrix[:2]
+    return char.width if abs(a) < abs(b) else char.height
+
+
+@pytest.mark.integration
+def test_no_text_in_the_pdf_is_below_6_pt(built):
+    small, in_figures = [], 0
+    for number, char in pdf_chars(built / "main.pdf"):
+        if not char.get_text().strip():
+            continue
+        in_figures += "DejaVu" in char.fontname  # matplotlib's font: the figures' text is text, measured too
+        if glyph_size(char) < 5.95:
+            small.append(f"page {number}: {char.get_text()!r} {glyph_size(char):.1f} pt ({char.fontname})")
     assert in_figures > 1000, "the figures' text was not found in the PDF (drawn as paths?)"
     assert not small, small[:20]
 
@@ -231,8 +237,6 @@ def test_the_font_size_reader_on_a_figure_with_known_sizes(tmp_path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from pdfminer.high_level import extract_pages
-    from pdfminer.layout import LTChar, LTContainer
 
     fig = plt.figure(figsize=(3, 3))
     fig.text(0.1, 0.5, "Wide", fontsize=7)
@@ -241,15 +245,7 @@ def test_the_font_size_reader_on_a_figure_with_known_sizes(tmp_path):
     with plt.rc_context({"pdf.fonttype": 42}):
         fig.savefig(tmp_path / "f.pdf")
 
-    def chars(item):
-        if isinstance(item, LTChar):
-            yield item
-        elif isinstance(item, LTContainer):
-            for child in item:
-                yield from chars(child)
-
     sizes = {}
-    for page in extract_pages(tmp_path / "f.pdf"):
-        for char in chars(page):
-            sizes.setdefault(char.get_text(), set()).add(round(glyph_size(char), 1))
+    for _, char in pdf_chars(tmp_path / "f.pdf"):
+        sizes.setdefault(char.get_text(), set()).add(round(glyph_size(char), 1))
     assert sizes["W"] == {7.0} and sizes["i"] == {7.0, 4.0} and sizes["y"] == {4.0}
