@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -201,9 +201,19 @@ def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:
     """Every run of every log in `paths` (files or folders), in order; nothing written."""
     records: list[RunRecord] = []
     modules = formats()
+    paths = list(paths)
     files = _files(paths)
     if not files:
         raise SchemaError(f"{', '.join(map(str, paths))}: no log file found")
+    # Keys: a file given by name is keyed by its name; a file found in a folder by its path inside the folder
+    # (result_0.txt of two MLPerf systems differ), a tf_cnn_benchmarks log folder by the folder's path.
+    prefixes = dict(options.key_prefix)
+    for root in paths:
+        for path, fmt in files:
+            if root.is_dir() and path.is_relative_to(root) and path not in prefixes:
+                keyed = path.parent if fmt == "tf_cnn_json" else path
+                prefixes[keyed] = keyed.relative_to(root).as_posix() if keyed != root else root.name
+    options = replace(options, key_prefix=prefixes)
     for path, fmt in files:
         fmt = fmt or detect(path)
         parse: Callable[[Path, LogOptions], list[RunRecord]] = modules[fmt].parse
