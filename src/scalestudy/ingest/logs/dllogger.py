@@ -80,7 +80,7 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     if last_epoch is None:
         if parameters.get("evaluate"):
             raise SchemaError(
-                f"{where}: an evaluation-only run (\"evaluate\": true): it has no training throughput "
+                f'{where}: an evaluation-only run ("evaluate": true): it has no training throughput '
                 f"(no end-of-epoch {THROUGHPUT}) and is not imported"
             )
         raise SchemaError(f"{path}:{len(lines)}: no end-of-epoch {THROUGHPUT} line: the run stopped before its "
@@ -106,14 +106,14 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         metrics["accuracy_test"] = accuracy[0]
         lines_used["accuracy_test"] = accuracy[1]
     tags.update(run_tags(options, path, line, lines_used, FORMAT))
+    data = "synthetic" if backend in SYNTHETIC_BACKENDS else "real"
     params: dict[str, object] = {
         "model": model,
         "framework": param("framework", "pytorch", options.framework, "--framework", where, tags),
         "api": "deeplearningexamples",
         "workers": param("workers", world, options.workers, "--workers", where, tags),
         "device": param("device", None, options.device, "--device", where, tags),
-        "data": param("data", "synthetic" if backend in SYNTHETIC_BACKENDS else "real", options.data, "--data",
-                      where, tags),  # fmt: skip
+        "data": param("data", data, options.data, "--data", where, tags),
         "batch_per_worker": parameters.get("batch_size"),
         "platform": param("platform", None, options.platform, "--platform", where, tags),
     }

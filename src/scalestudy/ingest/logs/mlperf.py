@@ -200,7 +200,9 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     status = "FINISHED" if log.stop_status in ("success", "") else "FAILED"
     tags["run_stop_status"] = log.stop_status or "not stated"
     if status == "FAILED":
-        tags["failure_reason"] = f"run_stop status {log.stop_status!r}: the run did not reach its target ({path.name}:{stop_line})"
+        tags["failure_reason"] = (
+            f"run_stop status {log.stop_status!r}: the run did not reach its target ({path.name}:{stop_line})"
+        )
     if "submission_platform" in log.values:
         tags["submission_platform"] = str(log.values["submission_platform"][0])
     accelerator = str(system.get("accelerator_model_name") or "")
@@ -208,15 +210,16 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         tags["device_name"] = accelerator
     framework_text = str(system.get("framework") or "").lower()
     framework = next((f for f in FRAMEWORKS if f in framework_text), None)
-    platform = system.get("system_name") or (path.parts[-3] if len(path.parts) >= 4 and path.parts[-4] == "results" else None)
+    in_results = len(path.parts) >= 4 and path.parts[-4] == "results"
+    platform = system.get("system_name") or (path.parts[-3] if in_results else None)
     tags.update(run_tags(options, path, train_line, lines_used, FORMAT))
+    device = device_name(accelerator) if accelerator else None
     params: dict[str, object] = {
         "model": BENCHMARK_MODELS[str(benchmark)],
         "framework": param("framework", framework, options.framework, "--framework", where, tags),
         "api": "mlperf",
         "workers": workers,
-        "device": param("device", device_name(accelerator) if accelerator else None, options.device, "--device",
-                        where, tags),  # fmt: skip
+        "device": param("device", device, options.device, "--device", where, tags),
         "data": param("data", "real", options.data, "--data", where, tags),
         "batch_per_worker": global_batch // workers,
         "platform": param("platform", platform, options.platform, "--platform", where, tags),

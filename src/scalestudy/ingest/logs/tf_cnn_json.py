@@ -137,14 +137,14 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     lines = {"throughput_total": line, "model": 1, "batch_per_worker": 1, "workers": 1}
     tags.update(run_tags(options, metric_path, line, lines, FORMAT))
     tags["source_lines"] = f"throughput_total: metric.log:{line}; model, batch, workers, device: benchmark.log:1"
+    data = ("synthetic" if "synthetic" in dataset else "real") if dataset else None
     params: dict[str, object] = {
         "model": model,
         "framework": param("framework", "tensorflow", options.framework, "--framework", where, tags),
         "api": "tf_cnn_benchmarks",
         "workers": batch // per_device,
         "device": param("device", device_from_log, options.device, "--device", where, tags),
-        "data": param("data", ("synthetic" if "synthetic" in dataset else "real") if dataset else None,
-                      options.data, "--data", where, tags),  # fmt: skip
+        "data": param("data", data, options.data, "--data", where, tags),
         "batch_per_worker": per_device,
         "platform": param("platform", None, options.platform, "--platform", where, tags),
     }
