@@ -6,9 +6,9 @@ A log is a `set -x` trace of many runs; each starts at its `+ python ...` line (
 `number of GPUs:`, `parameter server:` (cpu | gpu), `parallelization method:` (kuza55 | avolkov1), `epochs:`,
 `batch_size:` (the GLOBAL batch, sliced over the GPUs); Keras' progress bars (carriage returns and backspaces
 on one physical line) follow, and its SamplesPerSec callback prints `Samples/sec: X` after every epoch and once
-after training. X is the median over all batches so far of batch_size / batch time (a running median): the
-per-epoch values are not stored; throughput_total is the value printed after training (the last of
-epochs + 1 lines).
+after training. X covers all batches so far (the repository's callbacks.py prints the median of batch_size /
+batch time; the version that wrote a given log is not pinned): the per-epoch values are running values and are
+not stored; throughput_total is the value printed after training (the last of epochs + 1 lines).
 
 Params: workers = number of GPUs; batch_per_worker = batch_size / GPUs where that is a whole number, else
 "not stated" (32 over 6 GPUs: the methods slice 5 per GPU and drop or append the rest) with the global batch in
