@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ... import cli
 from ...schema import SchemaError
-from ...tracking import StoreError, check_records, describe_experiments, load_runs, sync_experiment, tracking_uri
+from ...tracking import StoreError, check_records, describe_experiments, run_tag_values, sync_experiment, tracking_uri
 from .. import REFERENCE_DIR, read_source
 from . import FORMAT_NAMES, LogOptions, read_logs, user_source
 
@@ -41,18 +41,7 @@ def _reserved(experiment: str, reference_dir: Path) -> bool:
 
 def _foreign_runs(experiment: str, uri: str) -> int:
     """How many runs of `experiment` in the store were not written by this command (0 for a new store)."""
-    try:
-        runs = load_runs(uri)
-    except StoreError as err:
-        if "does not exist" in str(err):
-            return 0
-        raise
-    mine = runs[runs["experiment"] == experiment]
-    if not len(mine):
-        return 0
-    if IMPORTED_BY not in mine.columns:
-        return len(mine)
-    return int((mine[IMPORTED_BY] != COMMAND).sum())
+    return sum(value != COMMAND for value in run_tag_values(experiment, IMPORTED_BY, uri))
 
 
 def main(argv: list[str] | None = None) -> int:
