@@ -109,6 +109,21 @@ def test_tf_cnn_text_trace_holds_six_runs_with_their_totals():
     assert not any(r.series for r in records)  # the step lines are running means: no per-step series
 
 
+def test_tf_cnn_text_runs_without_a_shell_trace_split_at_their_headers(tmp_path):
+    bare = tmp_path / "bare.txt"
+    bare.write_text("".join(line for line in TRACE.read_text().splitlines(keepends=True) if not line.startswith("+")))
+    with pytest.raises(SchemaError, match=r"bare\.txt:\d+: the log does not say the run's data: give it with --data"):
+        read_logs([bare], options(platform="az"))  # TF 1.3 prints no Dataset line, and no command line is left
+    records = read_logs([bare], options(platform="az", data="synthetic"))
+    assert [r.metrics["throughput_total"] for r in records] == [v for _, _, v, _ in TRACE_RUNS]
+    # the parameter device was on the command line only: not claimed
+    assert [r.params["variable_update"] for r in records] == [
+        "parameter_server", "parameter_server", "parameter_server", "replicated (nccl)", "replicated (no nccl)",
+        "independent",
+    ]  # fmt: skip
+    assert records[2].tags["local_parameter_device"] == NOT_STATED
+
+
 HOROVOD_TF2_LOG = """\
 [1,0]<stdout>:TensorFlow:  2.1
 [1,1]<stdout>:TensorFlow:  2.1
@@ -211,6 +226,15 @@ def test_keras_logs_give_every_run_with_its_final_samples_per_sec(path, expected
             assert len(rec.tags["samples_per_sec_by_epoch"].split(", ")) == 5
             line = int(rec.tags["source_line"].rsplit(":", 1)[1])
             assert f"Samples/sec: {rec.metrics['throughput_total']:.2f}" in raw_lines(path)[line - 1]
+
+
+def test_keras_runs_without_a_shell_trace_split_at_their_headers(tmp_path):
+    for path, expected in ((KERAS_AZ, KERAS_AZ_RUNS), (KERAS_7G, KERAS_7G_RUNS)):
+        bare = tmp_path / path.name
+        bare.write_bytes(b"".join(line for line in path.read_bytes().splitlines(keepends=True) if line[:1] != b"+"))
+        records = read_logs([bare], options(platform="machine"))
+        assert _keras_rows(records) == expected
+        assert {r.params["device"] for r in records} == {"M60" if path == KERAS_AZ else "GTX 1070"}
 
 
 def test_keras_failed_runs_are_failed_with_their_reason():

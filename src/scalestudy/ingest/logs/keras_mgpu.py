@@ -62,23 +62,31 @@ def sniff(lines: Sequence[str]) -> bool:
 def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
     runs: list[_Run] = []
     run: _Run | None = None
+    # GPUs TensorFlow lists (on unbuffered stderr) before the script's header (buffered stdout) reaches the
+    # log: without a shell trace, those seen after a run's end belong to the next run.
+    pending: dict[str, int] = {}
     for number, raw in enumerate(lines, start=1):
         text = strip_rank(raw)[1]
         if TRACE_RE.match(text):
             run = _Run(start=number, command=text.lstrip("+ ").strip(), end=number)
             runs.append(run)
+            pending = {}
             continue
         m = HEADER_RE.match(text)
         if m and m["key"] == "architecture" and (run is None or "architecture" in run.header):
-            run = _Run(start=number)
+            run = _Run(start=number, gpus=pending)
             runs.append(run)
+            pending = {}
+        name = gpu_names(text)
+        if name and (run is None or run.finished() or (run.errors and not run.command)):
+            pending.setdefault(name, number)
+            continue
         if run is None:
             continue
         if m:
             run.header.setdefault(m["key"], (m["value"], number))
             run.end = number
             continue
-        name = gpu_names(text)
         if name:
             run.gpus.setdefault(name, number)
         for sm in SAMPLES_RE.finditer(text):

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...schema import RunRecord, SchemaError, canonical_model
+from ...schema import NOT_STATED, RunRecord, SchemaError, canonical_model
 from . import LogOptions, gpu_names, lines_of, one_device, param, python_error, run_key, run_tags, strip_rank
 
 FORMAT = "tf_cnn_text"
@@ -70,6 +70,9 @@ def sniff(lines: Sequence[str]) -> bool:
 def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
     runs: list[_Run] = []
     run: _Run | None = None
+    # GPUs TensorFlow lists after a run's total (or before the first run): without a shell trace they belong to
+    # the next run, whose header comes after its device lines.
+    pending: dict[str, int] = {}
     for number, raw in enumerate(lines, start=1):
         rank, text = strip_rank(raw)
         m = TRACE_RE.match(text)
@@ -77,11 +80,17 @@ def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
             run = _Run(start=number, command=text.lstrip("+ ").strip(), end=number)
             run.args = {a["name"]: a["value"] or "" for a in ARG_RE.finditer(m["args"])}
             runs.append(run)
+            pending = {}
             continue
         m = HEADER_RE.match(text)
         if m and m["key"] in ("TensorFlow", "Model") and (run is None or run.totals):
-            run = _Run(start=number)  # a new run without a shell trace line
+            run = _Run(start=number, gpus=pending)  # a new run without a shell trace line
             runs.append(run)
+            pending = {}
+        name = gpu_names(text)
+        if name and (run is None or run.totals):
+            pending.setdefault(name, number)
+            continue
         if run is None:
             continue  # before the first run: shell set-up lines
         run.end = number
@@ -95,7 +104,6 @@ def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
             if pm and run.per_device is None:
                 run.per_device = (int(pm["n"]), number)
                 continue
-        name = gpu_names(text)
         if name:
             run.gpus.setdefault(name, number)
         sm = STEP_RE.match(text)
@@ -116,10 +124,14 @@ def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
     return runs
 
 
-def variable_update(raw: str, args: dict[str, str], header: dict[str, tuple[str, int]]) -> tuple[str, dict[str, str]]:
-    """The TF 2017 tables' spelling of a run's variable update, and the tags behind it."""
-    device = (args.get("local_parameter_device") or "gpu").lower()
-    tags = {"variable_update_raw": raw, "local_parameter_device": device}
+def variable_update(
+    raw: str, args: dict[str, str], header: dict[str, tuple[str, int]], command: str
+) -> tuple[str, dict[str, str]]:
+    """The TF 2017 tables' spelling of a run's variable update, and the tags behind it (`command`: the run's
+    command line, where the log has one)."""
+    # tf_cnn_benchmarks' default is gpu; without the command line the header does not say which it was
+    device = (args.get("local_parameter_device") or ("gpu" if command else "")).lower()
+    tags = {"variable_update_raw": raw, "local_parameter_device": device or NOT_STATED}
     if "Use NCCL" in header:
         nccl = header["Use NCCL"][0].lower() in TRUE
     elif "use_nccl" in args:
@@ -129,14 +141,14 @@ def variable_update(raw: str, args: dict[str, str], header: dict[str, tuple[str,
     if nccl is not None:
         tags["use_nccl"] = str(nccl).lower()
     if raw == "parameter_server":
-        return f"parameter_server ({device})", tags
+        return (f"parameter_server ({device})" if device else "parameter_server"), tags
     if raw == "replicated":
         spec = header.get("AllReduce", ("", 0))[0]
         if spec and spec != "None":
             tags["all_reduce_spec"] = spec
             return f"replicated ({spec})", tags
         if nccl is False:
-            return f"replicated ({device}, no nccl)", tags
+            return (f"replicated ({device}, no nccl)" if device else "replicated (no nccl)"), tags
         return ("replicated (nccl)", tags) if nccl else ("replicated", tags)
     return raw, tags
 
@@ -162,7 +174,7 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
         raise SchemaError(f"{path}:{per_line}: {per_device} per device does not divide the global batch {batch_global}")
     workers = batch_global // per_device
     raw_update = header.get("Variables", (run.args.get("variable_update") or "parameter_server", 0))[0]
-    update, tags = variable_update(raw_update, run.args, header)
+    update, tags = variable_update(raw_update, run.args, header, run.command)
     ranks = workers if raw_update == "horovod" else 1
 
     lines = {"model": header["Model"][1], "batch_per_worker": per_line, "workers": header["Batch size"][1]}
