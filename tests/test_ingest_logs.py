@@ -132,7 +132,7 @@ HOROVOD_TF2_LOG = """\
 [1,0]<stdout>:Mode:        training
 [1,0]<stdout>:SingleSess:  False
 [1,0]<stdout>:Batch size:  128 global
-[1,0]<stdout>:             64 per device
+[1,0]<stdout>:             64.0 per device
 [1,0]<stdout>:Num batches: 100
 [1,1]<stdout>:Model:       resnet50
 [1,1]<stdout>:Dataset:     imagenet (synthetic)

@@ -36,8 +36,9 @@ HEADER_RE = re.compile(
     r"^(?P<key>TensorFlow|Model|Dataset|Mode|Batch size|Devices|Variables|Use NCCL|AllReduce|Data format):\s*"
     r"(?P<value>.*?)\s*$"
 )
-GLOBAL_RE = re.compile(r"^(?P<n>\d+)\s+global$")
-PER_DEVICE_RE = re.compile(r"^\s+(?P<n>\d+)\s+per device\s*$")
+# Python 3 versions print the per-device batch as a float (`32.0 per device`); forks add `global (per machine)`.
+GLOBAL_RE = re.compile(r"^(?P<n>\d+)\s+global\b")
+PER_DEVICE_RE = re.compile(r"^\s+(?P<n>\d+)(?:\.0+)?\s+per device\s*$")
 STEP_RE = re.compile(r"^(?P<step>\d+)\s+images/sec:\s+[\d.]+\s+\+/-\s+[\d.]+")
 TOTAL_RE = re.compile(r"^total images/sec:\s*(?P<value>\S+)\s*$")
 ARG_RE = re.compile(r"--(?P<name>\w+)(?:[= ](?P<value>[^-\s]\S*))?")
@@ -159,7 +160,7 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
     if "Model" not in header:
         raise SchemaError(f"{path}:{run.end}: the run starting at line {run.start} has no 'Model:' header line")
     mode = header.get("Mode", ("training", 0))
-    if mode[0] not in ("training", "train"):
+    if "train" not in mode[0]:
         raise SchemaError(f"{path}:{mode[1]}: a '{mode[0]}' run: only training runs have a training throughput")
     model = canonical_model(header["Model"][0], f"{path}:{header['Model'][1]}")
     if "Batch size" not in header or run.per_device is None:
