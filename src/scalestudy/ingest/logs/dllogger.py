@@ -2,13 +2,13 @@
 them) -> one run per file.
 
 Lines: a PARAMETER line (`"step": "PARAMETER"`: the run's arguments: `arch`, `batch_size` per GPU, `world_size`
-(GPUs), `data_backend`, `amp`, `evaluate`...), METADATA lines (units), and LOG lines whose `step` is
-`[epoch, iteration]` (a logging point, split over two lines with the same step), `[epoch]` (the end of an epoch)
-or `[]` (the end of the run). throughput_total is `train.total_ips` of the last end-of-epoch line (images/s over
-that epoch, all GPUs); the iteration lines come every print_freq steps with values the logger's meters
-aggregate, not one step's instantaneous value: they are not stored as a series. `val.*` metrics are
-evaluation. Caveats: the PARAMETER key `workers` is the number of data-loader processes, not GPUs;
-`optimizer_batch_size` counts gradient accumulation and is not the batch per step. A log with no end-of-epoch `train.total_ips` (an evaluation-only run, `"evaluate": true`)
+(GPUs), `data_backend`, `amp`, `evaluate`...), METADATA lines (units), and LOG lines whose `step` is `[epoch,
+iteration]` (a logging point, split over two lines with the same step), `[epoch]` (the end of an epoch) or `[]` (the
+end of the run). throughput_total is `train.total_ips` of the last end-of-epoch line (images/s over that epoch, all
+GPUs); the iteration lines come every print_freq steps with values the logger's meters aggregate, not one step's
+instantaneous value: they are not stored as a series. `val.*` metrics are evaluation. Caveats: the PARAMETER key
+`workers` is the number of data-loader processes, not GPUs; `optimizer_batch_size` counts gradient accumulation and
+is not the batch per step. A log with no end-of-epoch `train.total_ips` (an evaluation-only run, `"evaluate": true`)
 has no training throughput and is refused; one whose last epoch did not end stopped mid-way: an error.
 """
 
