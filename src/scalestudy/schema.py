@@ -34,6 +34,8 @@ NUMERIC_PARAMS = ("workers", "batch_per_worker", "epochs", "seed", "steps", "war
 METRICS = {
     "throughput_total": "images/s summed over all workers",
     "throughput_per_worker": "images/s of one worker (mean over workers)",
+    "throughput_run": "images/s over the whole timed run, evaluation included (MLPerf: epochs x train_samples / "
+    "(run_stop - run_start)); throughput_total then counts training epochs only",
     "time_total_s": "wall time of the training call, s",
     "time_init_s": "start of the job to the first training step, s",
     "time_work_s": "time_total_s minus time_init_s, s",

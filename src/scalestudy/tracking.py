@@ -337,6 +337,23 @@ def check_records(experiment: str, records: list[RunRecord]) -> None:
         seen[rec.key] = rec.where
 
 
+def run_tag_values(experiment: str, key: str, uri: str | None = None) -> list[str | None]:
+    """The tag `key` (None where a run lacks it) of every complete run of `experiment`; [] for an experiment or
+    a store that does not exist. Runs an interrupted import left incomplete are not counted (the next
+    sync_experiment deletes them)."""
+    uri = check_uri(uri or tracking_uri())
+    path = sqlite_path(uri)
+    if path is not None and not path.is_file():
+        return []
+    with store_lock(uri, write=False):
+        client = _reader(uri)
+        found = client.get_experiment_by_name(experiment)
+        if found is None or found.lifecycle_stage != "active":
+            return []
+        runs = _search_all(client, [found.experiment_id])
+        return [run.data.tags.get(key) for run in runs if CONTENT_HASH in run.data.tags]
+
+
 def sync_experiment(experiment: str, records: list[RunRecord], uri: str | None = None) -> dict[str, int]:
     """Make the runs of `experiment` equal to `records`: idempotent, all or nothing.
 

@@ -1,5 +1,7 @@
 """python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent).
 
+`python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/cli.py).
+
 Every dataset is read and checked before the first run is written; then each dataset is written as one
 transaction (tracking.sync_experiment), under the store's lock, so concurrent imports wait for each other.
 """
@@ -18,6 +20,11 @@ from . import REFERENCE_DIR, experiment_description, read_source, registry
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["logs"]:
+        from .logs import cli as logs_cli
+
+        return logs_cli.main(argv[1:])
     parsers = registry()
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
     ap.add_argument("datasets", nargs="*", metavar="DATASET",

@@ -1,0 +1,251 @@
+"""Benchmark logs as the field writes them -> RunRecords: `python -m scalestudy.ingest logs PATH... --experiment NAME`.
+
+Each format is one module with `sniff(lines) -> bool` (does this text look like mine?) and a pure
+`parse(path, options) -> list[RunRecord]` that raises SchemaError naming file:line. `read_logs(paths, options)`
+recognises each file by its content (FORMATS, in order: the first whose sniff accepts it), walks folders, and
+returns every run of every file; nothing is written here (the CLI checks the records, then writes them as one
+transaction, as for the published datasets).
+
+What a log does not say (the platform, often the device or the framework) comes from `LogOptions`; a schema
+param that neither the log nor the options give stops the import with the file:line of the run and the option
+that supplies it. An option given by the caller overrides what the log says (the log's words stay in a tag).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+
+from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError
+from .. import published_tags, read_text
+
+FORMAT_NAMES = {
+    "mlperf": "MLPerf training result log (:::MLLOG lines)",
+    "dllogger": "NVIDIA DLLogger JSON lines (DLLL {...})",
+    "tf_cnn_json": "tf_cnn_benchmarks --benchmark_log_dir output (benchmark.log + metric.log)",
+    "horovod_synthetic": "Horovod synthetic benchmark output (Total img/sec on N GPU(s))",
+    "keras_mgpu": "Keras multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec)",
+    "tf_cnn_text": "tf_cnn_benchmarks text output (total images/sec)",
+}
+# Files a folder may hold beside its logs: documentation, scripts, and MLPerf's system descriptions (read by the
+# mlperf parser from beside the results, never as logs).
+SKIPPED_SUFFIXES = {".md", ".rst", ".yaml", ".yml", ".csv", ".py", ".sh", ".png", ".pdf"}
+# A `[1,0]<stdout>:` (Open MPI --tag-output) or `[0]:` / `0:` (other launchers) prefix on a line: (rank, rest).
+RANK_PREFIX_RE = re.compile(r"^\[(?:\d+,)?(?P<rank>\d+)\](?:<std(?:out|err)>)?:\s?(?P<rest>.*)$")
+# The last line of a Python traceback: `module.SomeError: message` (also TensorFlow's `X (see above ...): msg`).
+PY_ERROR_RE = re.compile(r"^(?P<text>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)\b(?:[^:\n]*)?:.*)$")
+VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct")
+
+
+@dataclass(frozen=True)
+class LogOptions:
+    """What the caller knows about the runs that the logs may not say.
+
+    source: experiment and citation (and url), as a dataset's source.yaml gives them (ingest.read_source); with
+    `folder` and `dataset_dir` in it, run descriptions name the file inside the dataset as the datasets' do.
+    platform, device, framework, data, workers: override (or supply) these schema params for every run.
+    """
+
+    source: Mapping[str, str]
+    platform: str | None = None
+    device: str | None = None
+    framework: str | None = None
+    data: str | None = None
+    workers: int | None = None
+    key_prefix: Mapping[Path, str] = field(default_factory=dict)  # file -> the name its runs' keys start with
+
+    @property
+    def experiment(self) -> str:
+        return self.source["experiment"]
+
+
+def user_source(experiment: str, citation: str | None = None, url: str = "") -> dict[str, str]:
+    """The `source` of logs a user brings (not a reference dataset)."""
+    return {"experiment": experiment, "citation": citation or f"benchmark logs imported into {experiment}", "url": url}
+
+
+def run_tags(options: LogOptions, path: Path, line: int, lines: Mapping[str, int], fmt: str) -> dict[str, str]:
+    """Tags of one run read from `path`: source, citation, source_line (the throughput's file:line) and
+    source_lines (every number's line), the log format, and a description naming the file."""
+    where = f"{path}:{line}"
+    if "folder" in options.source:  # a reference dataset's raw log: described as the datasets describe theirs
+        tags = published_tags(dict(options.source), where)
+    else:
+        tags = {
+            "source": "published",
+            "citation": options.source["citation"],
+            "dataset": options.experiment,
+            "source_url": options.source.get("url") or "",
+            "source_line": f"{path.name}:{line}",
+            DESCRIPTION_TAG: (
+                f"Read from `{path.name}` line {line} ({FORMAT_NAMES[fmt]}) by "
+                f"`python -m scalestudy.ingest logs`.\n\nSource: {options.source['citation']}"
+            ),
+        }
+    tags["log_format"] = fmt
+    tags["log_file"] = path.name
+    tags["source_lines"] = "; ".join(f"{name}: {path.name}:{n}" for name, n in lines.items())
+    return tags
+
+
+def run_key(options: LogOptions, path: Path, index: int | None = None) -> str:
+    """A run's stable key: the file's name (or the prefix the caller gave for it) and, for a file of several
+    runs, its ordinal (#1, #2, ...)."""
+    name = options.key_prefix.get(path, path.name)
+    return name if index is None else f"{name}#{index}"
+
+
+def param(what: str, from_log: object, given: object, option: str, where: str, tags: dict[str, str]) -> object:
+    """A schema param: the caller's value if given (the log's value kept in a tag `log_<what>`), else the log's,
+    else SchemaError naming the run's file:line and the option that supplies it."""
+    if given not in (None, ""):
+        if from_log not in (None, "") and str(from_log) != str(given):
+            tags[f"log_{what}"] = str(from_log)
+        return given
+    if from_log in (None, ""):
+        raise SchemaError(f"{where}: the log does not say the run's {what}: give it with {option}")
+    return from_log
+
+
+def device_name(name: str) -> str:
+    """A GPU's name as the study writes devices: 'Tesla V100-SXM2-16GB' -> 'V100', 'NVIDIA A100-SXM4-80GB (400W)'
+    -> 'A100', 'GeForce GTX 1070' -> 'GTX 1070', 'Tesla M60' -> 'M60'."""
+    words = [w for w in re.sub(r"\(.*?\)", " ", name).split() if w.lower() not in VENDOR_WORDS]
+    if not words:
+        return name.strip()
+    if len(words) == 1:
+        return words[0].split("-")[0]  # V100-SXM2-16GB -> V100
+    return " ".join(words)
+
+
+def strip_rank(text: str) -> tuple[int | None, str]:
+    """(rank, line without its launcher prefix), or (None, line)."""
+    m = RANK_PREFIX_RE.match(text)
+    return (int(m["rank"]), m["rest"]) if m else (None, text)
+
+
+def lines_of(path: Path) -> list[str]:
+    """A text file's lines (UTF-8; a binary file fails naming file:line), without the final newline's empty line."""
+    lines = read_text(path).split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def python_error(text: str) -> str | None:
+    """The exception line of a Python traceback (`...Error: message`), or None."""
+    m = PY_ERROR_RE.match(text.strip())
+    return m["text"].strip() if m else None
+
+
+def formats() -> dict[str, ModuleType]:
+    """Format name -> its module, in the order they are tried (the most specific first)."""
+    from . import dllogger, horovod_synthetic, keras_mgpu, mlperf, tf_cnn_json, tf_cnn_text
+
+    modules = {
+        "mlperf": mlperf,
+        "dllogger": dllogger,
+        "tf_cnn_json": tf_cnn_json,
+        "horovod_synthetic": horovod_synthetic,
+        "keras_mgpu": keras_mgpu,
+        "tf_cnn_text": tf_cnn_text,
+    }
+    assert list(modules) == list(FORMAT_NAMES)
+    return modules
+
+
+def detect(path: Path) -> str:
+    """The format of one file, by its content; SchemaError if it is in none."""
+    if tf_cnn_json_dir(path.parent) and path.name in ("benchmark.log", "metric.log", "eval.log"):
+        return "tf_cnn_json"
+    lines = lines_of(path)
+    for name, module in formats().items():
+        if module.sniff(lines):
+            return name
+    known = "; ".join(FORMAT_NAMES.values())
+    raise SchemaError(f"{path}:1: not a log format this importer knows ({known})")
+
+
+def tf_cnn_json_dir(folder: Path) -> bool:
+    return (folder / "metric.log").is_file() and (folder / "benchmark.log").is_file()
+
+
+def _files(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
+    """The logs to read: (file, format if known from the layout). A folder is walked in name order; a
+    tf_cnn_benchmarks log folder is one run; documentation, scripts and MLPerf system descriptions are skipped."""
+    found: list[tuple[Path, str | None]] = []
+    for path in paths:
+        if not path.exists():
+            raise SchemaError(f"{path}: no such file or folder")
+        if path.is_file():
+            found.append((path, "tf_cnn_json" if path.name == "metric.log" and tf_cnn_json_dir(path.parent) else None))
+            continue
+        for item in sorted(p for p in path.rglob("*") if p.is_file()):
+            parts = item.relative_to(path).parts
+            if any(part.startswith(".") for part in parts) or item.suffix.lower() in SKIPPED_SUFFIXES:
+                continue
+            if item.suffix == ".json" and item.parent.name == "systems":
+                continue  # an MLPerf system description (read by the mlperf parser)
+            if tf_cnn_json_dir(item.parent):
+                if item.name == "metric.log":
+                    found.append((item, "tf_cnn_json"))
+                continue  # benchmark.log, eval.log: read with metric.log
+            found.append((item, None))
+    return found
+
+
+def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:
+    """Every run of every log in `paths` (files or folders), in order; nothing written."""
+    records: list[RunRecord] = []
+    modules = formats()
+    paths = list(paths)
+    files = _files(paths)
+    if not files:
+        raise SchemaError(f"{', '.join(map(str, paths))}: no log file found")
+    # Keys: a file given by name is keyed by its name; a file found in a folder by its path inside the folder
+    # (result_0.txt of two MLPerf systems differ), a tf_cnn_benchmarks log folder by the folder's path.
+    prefixes = dict(options.key_prefix)
+    for root in paths:
+        for path, fmt in files:
+            if root.is_dir() and path.is_relative_to(root) and path not in prefixes:
+                keyed = path.parent if fmt == "tf_cnn_json" else path
+                prefixes[keyed] = keyed.relative_to(root).as_posix() if keyed != root else root.name
+    options = replace(options, key_prefix=prefixes)
+    for path, fmt in files:
+        fmt = fmt or detect(path)
+        parse: Callable[[Path, LogOptions], list[RunRecord]] = modules[fmt].parse
+        runs = parse(path, options)
+        if not runs:
+            raise SchemaError(f"{path}:1: a {FORMAT_NAMES[fmt]} with no run in it")
+        records.extend(runs)
+    return records
+
+
+# A GPU's name as TensorFlow prints it: `name: Tesla M60` (TF 1.x, own line), `..., name: Tesla V100-SXM2-16GB, pci bus
+# id: ...` (device creation), `name: Tesla V100 major: 7 minor: 0 ...` (TF 1.x one-line form).
+GPU_NAME_RE = re.compile(r"\bname: (?P<name>[^,\n]+?)(?:,\s*pci bus id.*|\s+(?:major|computeCapability):.*)?\s*$")
+
+
+def gpu_names(text: str) -> str | None:
+    """The GPU name a TensorFlow device line gives, or None."""
+    m = GPU_NAME_RE.search(text)
+    if not m:
+        return None
+    name = m["name"].strip().rstrip(")")
+    return name if name and not name.startswith(("/", "job:")) else None
+
+
+def one_device(names: Mapping[str, int], path: Path, where: str) -> tuple[str | None, str | None]:
+    """(device as the study writes it, the log's full name) from the GPU names a run's log lists, or (None, None);
+    a log listing several kinds of GPU fails (give --device)."""
+    kinds = {device_name(n): n for n in names}
+    if len(kinds) > 1:
+        listed = ", ".join(f"{n} ({path.name}:{line})" for n, line in names.items())
+        raise SchemaError(f"{where}: the log lists several kinds of GPU ({listed}): give the run's with --device")
+    if not kinds:
+        return None, None
+    short, full = next(iter(kinds.items()))
+    return short, full
