@@ -326,7 +326,7 @@ def test_a_numeric_filter_matches_numbers_whatever_their_type():
 @pytest.mark.parametrize(
     "override, expected",
     [
-        ("figure.plot.panel_width=abc", "plot.panel_width='abc' is not a number"),
+        ("+figure.plot.height=abc", "plot.height='abc' is not a number"),
         ("figure.derive._target_=scalestudy.derive.nope", "derive: scalestudy.derive.nope"),
         ("+figure.derive.fn=nope", "unexpected keyword argument 'fn'"),
     ],
