@@ -106,6 +106,16 @@ def test_a_corrupted_mirror_file_is_refused_naming_it(cache, tmp_path, monkeypat
     assert not (cache / "hacksa-2019" / "logs" / "2.err").exists()  # never taken into the cache
 
 
+def test_a_cache_that_cannot_be_written_reads_the_verified_mirror_copy(tmp_path, monkeypatch):
+    require_raw_data()
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder would be\n")  # mkdir fails, as on a read-only home
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(blocked))
+    files = fetch_raw_files("hacksa-2019", listed())
+    mirror = Path(os.environ["SCALESTUDY_DATA_MIRROR"])
+    assert files["logs/1.err"] == mirror / "hacksa-2019" / "logs" / "1.err"
+
+
 def test_a_corrupted_cache_copy_is_replaced_from_the_mirror(cache):
     require_raw_data()
     stale = cache / "hacksa-2019" / "logs" / "1.err"

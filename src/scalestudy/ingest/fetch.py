@@ -13,7 +13,7 @@ from the cache itself (when its SHA-256 matches), from a mirror (`SCALESTUDY_DAT
 `DIR/<dataset>/<path>`: machines without internet, HPC nodes, CI) or from its URL (pooch). A file whose SHA-256
 does not match, or that none of the three has, stops the import with one line naming the file, where it was
 looked for and how to supply it. The cache is `SCALESTUDY_DATA_CACHE`, else ~/.cache/scalestudy
-($XDG_CACHE_HOME/scalestudy where that is set).
+($XDG_CACHE_HOME/scalestudy where that is set); where it cannot be written, a verified mirror copy is read in place.
 """
 
 from __future__ import annotations
@@ -143,7 +143,10 @@ def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None) -> 
                     f"{copy}: SHA-256 {got[:12]}... is not the {raw.sha256[:12]}... that {raw.where} pins "
                     f"(a corrupted or different file): replace it with {raw.url}"
                 )
-            _copy_into(copy, target)
+            try:
+                _copy_into(copy, target)
+            except OSError:  # a cache that cannot be written (a read-only home in a container): the verified copy
+                return copy
             return target
     try:
         return _download(raw, target)
