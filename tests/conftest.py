@@ -20,10 +20,6 @@ REFERENCE = REPO / "experiments" / "reference"
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 if not os.environ.get("SCALESTUDY_DATA_MIRROR") and SHARED_REFERENCE.is_dir():
     os.environ["SCALESTUDY_DATA_MIRROR"] = str(SHARED_REFERENCE)
-NO_RAW_DATA = (
-    f"no mirror of the third-party raw files: {SHARED_REFERENCE} is absent and SCALESTUDY_DATA_MIRROR is not set "
-    "(the tests run without network)"
-)
 
 
 def have_raw_data() -> bool:
@@ -34,7 +30,8 @@ def have_raw_data() -> bool:
 def require_raw_data() -> None:
     """Skip, saying why, where the third-party raw files cannot be had (no mirror; tests have no network)."""
     if not have_raw_data():
-        pytest.skip(NO_RAW_DATA)
+        mirror = os.environ.get("SCALESTUDY_DATA_MIRROR") or f"{SHARED_REFERENCE} (SCALESTUDY_DATA_MIRROR unset)"
+        pytest.skip(f"no mirror of the third-party raw files: {mirror} is absent, and the tests run without network")
 
 
 @pytest.fixture(scope="session", autouse=True)

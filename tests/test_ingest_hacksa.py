@@ -30,7 +30,7 @@ def cet_ms(text: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(logs):  # `logs` first: it skips, saying why, where the raw logs cannot be had
     return {rec.key: rec for rec in hacksa.read(FOLDER)}
 
 
