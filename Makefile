@@ -15,11 +15,18 @@ TRAIN_PY := $(TRAIN_VENV)/bin/python
 export PYTHON
 export MLFLOW_TRACKING_URI ?= sqlite:///$(CURDIR)/.mlflow/store.db
 
-# The published runs are imported once per store and again when a reference file or importer changes.
+# The published runs are imported once per store and again when a reference file or importer changes: all of
+# them for `make import`, `make figures|tables|all|paper|ui`; for `make figure-N` and `make table-N` only the
+# datasets that figure or table draws (python -m scalestudy.ingest --list --for figure-N), one stamp per dataset.
 STORE_KEY := $(shell printf '%s' "$(MLFLOW_TRACKING_URI)" | cksum | cut -d' ' -f1)
 IMPORTED := .mlflow/imported-$(STORE_KEY).stamp
+DATASET_STAMPS := .mlflow/imported-$(STORE_KEY)
 REFERENCE_FILES := $(shell find experiments/reference -type f | sort)
 INGEST_CODE := $(wildcard src/scalestudy/ingest/*.py) src/scalestudy/schema.py src/scalestudy/tracking.py
+# Third-party raw files (listed by URL and SHA-256 in each source.yaml) are fetched into a cache
+# (SCALESTUDY_DATA_CACHE, default ~/.cache/scalestudy), from SCALESTUDY_DATA_MIRROR where set: by default the
+# mirror beside the checkout, ../shared/reference, where it exists (CI, machines without internet).
+export SCALESTUDY_DATA_MIRROR ?= $(if $(wildcard ../shared/reference),$(abspath ../shared/reference))
 
 # `make figure-1 source=measured` or `make figures ARGS='figure.plot.median=false'`
 BUILD_ARGS := $(if $(source),source=$(source)) $(ARGS)
@@ -33,7 +40,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
 	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
 
-.PHONY: help env train-env import figures tables all paper ui test test-fast test-train clean distclean lock \
+.PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
 	container-check lint model-sizes
 
@@ -82,21 +89,39 @@ system-build:
 
 # ---------------------------------------------------------------------------------------------
 # MLflow store
+# Every dataset; each dataset's own stamp is touched too, so a later `make figure-N` imports nothing again.
+touch_imported = mkdir -p $(DATASET_STAMPS) && touch $(IMPORTED) \
+	$$($(PY) -m scalestudy.ingest --list | sed 's|.*|$(DATASET_STAMPS)/&.stamp|')
+
 $(IMPORTED): $(VENV)/.build.stamp $(REFERENCE_FILES) $(INGEST_CODE)
-	@mkdir -p $(@D)
 	$(PY) -m scalestudy.ingest
-	@touch $@
+	@$(touch_imported)
 
 import: $(VENV)/.build.stamp ## (re)import the published measurements of experiments/reference into MLflow
 	$(PY) -m scalestudy.ingest
-	@mkdir -p $(dir $(IMPORTED)) && touch $(IMPORTED)
+	@$(touch_imported)
+
+# One dataset, again when its files or the importers change.
+.SECONDEXPANSION:
+$(DATASET_STAMPS)/%.stamp: $(VENV)/.build.stamp $$(shell find experiments/reference/$$* -type f) $(INGEST_CODE)
+	$(PY) -m scalestudy.ingest $*
+	@mkdir -p $(@D) && touch $@
+
+# The datasets a figure or table draws (make import-for TARGET=figure-3), each imported where its stamp is stale.
+import-for: $(VENV)/.build.stamp
+	@$(MAKE) --no-print-directory import-datasets \
+	  DATASETS="$$($(PY) -m scalestudy.ingest --list --for $(TARGET))"
+
+import-datasets: $(foreach dataset,$(DATASETS),$(DATASET_STAMPS)/$(dataset).stamp)
 
 # ---------------------------------------------------------------------------------------------
 # Figures, tables, paper
-figure-%: $(IMPORTED) ## one figure: paper/figures/figure-N.{pdf,png,json} (source=measured|all, ARGS=overrides)
+figure-%: $(VENV)/.build.stamp ## one figure: paper/figures/figure-N.{pdf,png,json} (source=measured|all, ARGS=overrides)
+	@$(MAKE) --no-print-directory import-for TARGET=$@
 	$(PY) -m scalestudy.paper $@ $(BUILD_ARGS)
 
-table-%: $(IMPORTED) ## one table: paper/tables/table-N.{tex,json}
+table-%: $(VENV)/.build.stamp ## one table: paper/tables/table-N.{tex,json}
+	@$(MAKE) --no-print-directory import-for TARGET=$@
 	$(PY) -m scalestudy.paper $@ $(BUILD_ARGS)
 
 figures: $(IMPORTED) ## every figure (one store query)

@@ -15,13 +15,78 @@ pytest_plugins = ["slurm_cluster"]  # the `slurm_cluster` fixture: a real one-no
 
 
 REFERENCE = REPO / "experiments" / "reference"
+# Third-party raw files (the HackSA logs...) are not committed: the importers fetch them into a cache, here from
+# the mirror beside the checkout (../shared/reference, laid out as <dataset>/<path>), as the Makefile and CI do.
+SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+if not os.environ.get("SCALESTUDY_DATA_MIRROR") and SHARED_REFERENCE.is_dir():
+    os.environ["SCALESTUDY_DATA_MIRROR"] = str(SHARED_REFERENCE)
+
+
+def have_raw_data() -> bool:
+    mirror = os.environ.get("SCALESTUDY_DATA_MIRROR")
+    return bool(mirror) and Path(mirror).is_dir()
+
+
+def require_raw_data() -> None:
+    """Skip, saying why, where the third-party raw files cannot be had (no mirror; tests have no network)."""
+    if not have_raw_data():
+        mirror = os.environ.get("SCALESTUDY_DATA_MIRROR") or f"{SHARED_REFERENCE} (SCALESTUDY_DATA_MIRROR unset)"
+        pytest.skip(f"no mirror of the third-party raw files: {mirror} is absent, and the tests run without network")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def data_cache(tmp_path_factory):
+    """The tests' own cache of fetched raw files (filled from the mirror), not the user's ~/.cache/scalestudy."""
+    if os.environ.get("SCALESTUDY_DATA_CACHE"):
+        yield Path(os.environ["SCALESTUDY_DATA_CACHE"])
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        cache = tmp_path_factory.mktemp("data-cache")
+        mp.setenv("SCALESTUDY_DATA_CACHE", str(cache))
+        yield cache
+
+
+def raw_dir(name: str) -> Path:
+    """The folder holding dataset `name`'s raw files at their paths, fetched (from the mirror) and verified."""
+    from scalestudy.ingest import fetched_raw_files, read_source
+
+    require_raw_data()
+    _, source = fetched_raw_files(REFERENCE / name, read_source(REFERENCE / name))
+    return Path(source["raw_dir"])
 
 
 def dataset_copy(tmp_path: Path, name: str) -> Path:
-    """A writable copy of the published dataset folder experiments/reference/<name>."""
+    """A writable copy of the published dataset folder experiments/reference/<name>, with its raw files (fetched,
+    not committed) at their paths in it: a test may edit them and parse the copy."""
     dest = tmp_path / name
     shutil.copytree(REFERENCE / name, dest, copy_function=shutil.copyfile)
+    from scalestudy.ingest import read_source
+    from scalestudy.ingest.fetch import raw_files
+
+    listed = raw_files(read_source(dest), dest)
+    if listed:
+        fetched = raw_dir(name)
+        for raw in listed:
+            (dest / raw.path).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(fetched / raw.path, dest / raw.path)
     return dest
+
+
+def mirror_copy(tmp_path: Path, *datasets: str) -> Path:
+    """A mirror whose `datasets` are writable copies (to corrupt) and whose other datasets link to the real one."""
+    require_raw_data()
+    real = Path(os.environ["SCALESTUDY_DATA_MIRROR"])
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for entry in real.iterdir():
+        if entry.name in datasets:
+            shutil.copytree(entry, mirror / entry.name, copy_function=shutil.copyfile)
+            for path in (mirror / entry.name).rglob("*"):
+                path.chmod(0o755 if path.is_dir() else 0o644)  # the shared mirror is read-only
+            (mirror / entry.name).chmod(0o755)
+        else:
+            (mirror / entry.name).symlink_to(entry)
+    return mirror
 
 
 def free_port() -> int:
@@ -48,6 +113,7 @@ def run_module(
 @pytest.fixture(scope="session")
 def published_store(tmp_path_factory) -> str:
     """URI of a SQLite store holding every published run (imported once; tests must not modify it)."""
+    require_raw_data()
     folder = tmp_path_factory.mktemp("published-store")
     uri = f"sqlite:///{folder / 'store.db'}"
     run_module("scalestudy.ingest", uri=uri)

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import mirror_copy, require_raw_data
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.tracking import artifact_root, load_runs, load_series
@@ -33,6 +34,7 @@ def store(tmp_path_factory):
     The store lives in memory-backed /dev/shm where there is one: SQLite syncs every MLflow write to disk,
     and on a busy disk that doubles the import's time (about 20 s in memory, 40 s on disk, for 255 runs).
     """
+    require_raw_data()
     root = tmp_path_factory.mktemp("ingest")
     reference = root / "reference"
     shutil.copytree(REFERENCE, reference, copy_function=shutil.copyfile)
@@ -146,19 +148,26 @@ def test_changed_csv_value_updates_exactly_that_run(store, scratch):
     [
         (
             "tf-benchmarks-2017",
-            lambda folder: _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",", ";", 2)),
+            lambda folder, mirror: _edit(folder / "tf_benchmarks_2017.csv", 10, lambda s: s.replace(",", ";", 2)),
             "tf_benchmarks_2017.csv:10",
         ),
-        # line 76 is the log's first 'Benchmark metric' line: the log ends in its middle
+        # a raw log (fetched, not committed) cut in the middle of line 76, its first 'Benchmark metric' line, in
+        # the mirror: refused by its SHA-256 before any parser reads it (the parser's own file:line errors on cut
+        # logs are tested in test_ingest_hacksa.py)
         (
             "hacksa-2019",
-            lambda folder: _edit(folder / "logs" / "2.vgg_19.err", 76, lambda s: s[: len(s) // 2], last=True),
-            "2.vgg_19.err:76",
+            lambda folder, mirror: _edit(
+                mirror / "hacksa-2019" / "logs" / "2.vgg_19.err", 76, lambda s: s[: len(s) // 2], last=True
+            ),
+            "hacksa-2019/logs/2.vgg_19.err: SHA-256",
         ),
     ],
 )
-def test_malformed_file_writes_nothing(store, scratch, capsys, dataset, corrupt, where):
-    corrupt(scratch["reference"] / dataset)
+def test_malformed_file_writes_nothing(store, scratch, capsys, tmp_path, monkeypatch, dataset, corrupt, where):
+    mirror = mirror_copy(tmp_path, "hacksa-2019")
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", str(mirror))
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(tmp_path / "cache"))  # empty: the mirror is read
+    corrupt(scratch["reference"] / dataset, mirror)
     assert main(["--reference-dir", str(scratch["reference"]), *DATASETS]) == 2
     err = capsys.readouterr().err
     assert where in err

@@ -5,12 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from conftest import REFERENCE, dataset_copy
+from conftest import REFERENCE, dataset_copy, raw_dir
 
 from scalestudy.ingest import hacksa
 from scalestudy.schema import METRICS, SERIES, SchemaError
 
 FOLDER = REFERENCE / "hacksa-2019"
+
+
+@pytest.fixture(scope="module")
+def logs():
+    """The raw logs, fetched (from the mirror) into the cache: they are not committed."""
+    return raw_dir("hacksa-2019") / "logs"
 
 
 def utc_ms(text: str) -> int:
@@ -24,7 +30,7 @@ def cet_ms(text: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def runs():
+def runs(logs):  # `logs` first: it skips, saying why, where the raw logs cannot be had
     return {rec.key: rec for rec in hacksa.read(FOLDER)}
 
 
@@ -33,9 +39,9 @@ def copy(tmp_path):
     return dataset_copy(tmp_path, "hacksa-2019")
 
 
-def test_one_run_per_log(runs):
+def test_one_run_per_log(runs, logs):
     assert len(runs) == 16
-    assert set(runs) == {p.name for p in (FOLDER / "logs").glob("*.err")}
+    assert set(runs) == {p.name for p in logs.glob("*.err")}
     models = {key: rec.params["model"] for key, rec in runs.items()}
     assert models["1.err"] == "resnet101_v2" and models["32.vgg_19.err"] == "vgg19"
     assert models["8.inception_v4.err"] == "inception4"
@@ -47,7 +53,7 @@ def test_one_run_per_log(runs):
         assert rec.params["data"] == "cifar10" and rec.params["batch_per_worker"] == 64
         assert rec.tags["log_file"] == key and rec.tags["source"] == "published" and rec.tags["citation"]
         assert rec.tags["source_line"].startswith(f"{key}:")
-        assert rec.artifacts == {"log": str(FOLDER / "logs" / key)}
+        assert rec.artifacts == {"log": str(logs / key)}  # the fetched copy
         assert set(rec.metrics) <= set(METRICS) and set(rec.series) <= set(SERIES)
         assert all(v == v and v > 0 for v in rec.metrics.values())  # never a zero or NaN for what is not known
         assert rec.start_ms < rec.end_ms
@@ -124,10 +130,10 @@ def test_series_lengths_and_monotonic_timestamps(runs):
             assert rec.metrics["throughput_total"] == pytest.approx(per_worker * n)
 
 
-def test_32_gpus_sum_over_ranks(runs):
+def test_32_gpus_sum_over_ranks(runs, logs):
     rec = runs["32.vgg_19.err"]
     assert rec.status == "FINISHED" and rec.params["workers"] == 32
-    text = (FOLDER / "logs" / "32.vgg_19.err").read_text()
+    text = (logs / "32.vgg_19.err").read_text()
     values = [
         float(line.split("'value': ")[1].split(",")[0])
         for line in text.splitlines()
@@ -185,7 +191,7 @@ def test_incomplete_step_group_uses_mean_times_n(copy):
     assert "'average_examples_per_sec', 'value': 196.78220822382707" in lines[125]  # line 126
     assert "'current_examples_per_sec', 'value': 195.875151484018" in lines[126]  # line 127
     path.write_text("".join(lines[:125] + lines[127:]))
-    rec = {r.key: r for r in hacksa.read(copy)}["2.err"]
+    rec = {r.key: r for r in hacksa.read(copy, copy / "logs")}["2.err"]
     assert rec.metrics["throughput_per_worker"] == 196.80245653858435
     assert rec.metrics["throughput_total"] == 2 * 196.80245653858435
     assert "1 of 2 ranks" in rec.tags["throughput_note"]
@@ -200,7 +206,7 @@ def test_truncated_benchmark_line(copy):
     cut = lines[n][: len(lines[n]) // 2]
     path.write_text("".join(lines[:n]) + cut)
     with pytest.raises(SchemaError, match=rf"2\.vgg_19\.err:{n + 1}: 'Benchmark metric' entry does not parse"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
 
 
 def test_benchmark_line_without_a_key(copy):
@@ -209,13 +215,13 @@ def test_benchmark_line_without_a_key(copy):
     lines[49] = lines[49].replace("'global_step': 21, ", "")  # line 50
     path.write_text("".join(lines))
     with pytest.raises(SchemaError, match=r"1\.err:50: 'Benchmark metric' entry lacks \['global_step'\]"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
 
 
 def test_unknown_model_in_file_name(copy):
     (copy / "logs" / "2.err").rename(copy / "logs" / "2.lenet.err")
     with pytest.raises(SchemaError, match=r"2\.lenet\.err:1: unknown model name 'lenet'"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
 
 
 def test_model_inside_log_must_match(copy):
@@ -223,7 +229,7 @@ def test_model_inside_log_must_match(copy):
     (copy / "logs" / "8.err").unlink()
     (copy / "logs" / "8.vgg_19.err").rename(copy / "logs" / "8.err")
     with pytest.raises(SchemaError, match=r"8\.err:18: the log's model_dir names cifar10_vgg_19\.8"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
 
 
 def test_missing_start_line(copy):
@@ -231,7 +237,7 @@ def test_missing_start_line(copy):
     path.write_text(path.read_text().replace(" Date is now:", " Date was:"))
     n = len(path.read_text().splitlines())
     with pytest.raises(SchemaError, match=rf"1\.inception_v4\.err:{n}: no ' Date is now:' line"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
 
 
 def test_bad_training_took_and_bad_timestamp(copy):
@@ -239,13 +245,13 @@ def test_bad_training_took_and_bad_timestamp(copy):
     good = path.read_text()
     path.write_text(good.replace("Training took 137.25749254226685 s", "Training took 137.2574.9254226685 s"))
     with pytest.raises(SchemaError, match=r"1\.err:108: 'Training took' value is not a positive number"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
     path.write_text(good.replace("Date is now: 2019-01-14 11:27:15.060020", "Date is now: 2019-01-14 25:27:15.060020"))
     with pytest.raises(SchemaError, match=r"1\.err:23: timestamp '2019-01-14 25:27:15\.060020' does not parse"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
     path.write_text(good.replace("'timestamp': '2019-01-14T10:28:41.334912Z'", "'timestamp': '2019-01-14 10:28:41'"))
     with pytest.raises(SchemaError, match=r"1\.err:56: benchmark timestamp"):
-        hacksa.read(copy)
+        hacksa.read(copy, copy / "logs")
 
 
 @pytest.mark.parametrize(

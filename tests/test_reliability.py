@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REFERENCE, REPO, dataset_copy, free_port, run_module
+from conftest import REFERENCE, REPO, dataset_copy, free_port, mirror_copy, run_module
 
 from scalestudy.paper.selection import EmptySelection, select_runs
 from scalestudy.tracking import StoreError, load_runs, log_measured_run, relocate_artifacts
@@ -196,13 +196,17 @@ def _write(path: Path, text: str, encoding: str = "utf-8") -> None:
 
 
 TF_CSV = f"{TF}/tf_benchmarks_2017.csv"
+MIRRORED = "mirror/hacksa-2019"  # beside the reference copy: the test's mirror of the raw files (conftest.mirror_copy)
 CLAIMS = "horovod-docs/claims.csv"
 # case: (what the error names, how the reference copy is broken)
 BAD_INPUTS = {
     # a finished HackSA log cut short at a third, a half and near its end: not a FAILED run, an error
-    "hacksa-cut-33%": ("2.err:", lambda ref: _cut(ref / "hacksa-2019/logs/2.err", 0.33)),
-    "hacksa-cut-50%": ("8.vgg_19.err:", lambda ref: _cut(ref / "hacksa-2019/logs/8.vgg_19.err", 0.5)),
-    "hacksa-cut-95%": ("16.inception_v4.err:", lambda ref: _cut(ref / "hacksa-2019/logs/16.inception_v4.err", 0.95)),
+    # (the logs are fetched, not committed: cut in the mirror, each is refused by its SHA-256; the parser's own
+    # errors on cut logs are tested in test_ingest_hacksa.py)
+    "hacksa-cut-33%": ("2.err: SHA-256", lambda ref: _cut(ref.parent / MIRRORED / "logs/2.err", 0.33)),
+    "hacksa-cut-50%": ("8.vgg_19.err: SHA-256", lambda ref: _cut(ref.parent / MIRRORED / "logs/8.vgg_19.err", 0.5)),
+    "hacksa-cut-95%": ("16.inception_v4.err: SHA-256", lambda ref: _cut(
+        ref.parent / MIRRORED / "logs/16.inception_v4.err", 0.95)),
     "throughput-inf": ("tf_benchmarks_2017.csv:3", lambda ref: _set_cell(ref / TF_CSV, 3, 6, "inf")),
     "throughput-1e999": ("tf_benchmarks_2017.csv:3", lambda ref: _set_cell(ref / TF_CSV, 3, 6, "1e999")),
     "throughput-0": ("tf_benchmarks_2017.csv:3", lambda ref: _set_cell(ref / TF_CSV, 3, 6, "0")),
@@ -226,10 +230,12 @@ BAD_INPUTS = {
 def test_bad_input_is_one_line_and_changes_nothing(store_copy, tmp_path, case):
     reference = tmp_path / "reference"
     shutil.copytree(REFERENCE, reference, copy_function=shutil.copyfile)
+    mirror = mirror_copy(tmp_path, "hacksa-2019")  # tmp_path/mirror, beside the reference copy
     where, corrupt = BAD_INPUTS[case]
     corrupt(reference)
     before = digest(db(store_copy))
-    proc = ingest(store_copy, reference=reference)
+    env = {"SCALESTUDY_DATA_MIRROR": str(mirror), "SCALESTUDY_DATA_CACHE": str(tmp_path / "cache")}
+    proc = ingest(store_copy, reference=reference, env=env)
     one_line_error(proc, where, "nothing was written")
     assert digest(db(store_copy)) == before
 

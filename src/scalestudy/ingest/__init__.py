@@ -59,16 +59,28 @@ def read_source(folder: Path) -> dict[str, str]:
     return {**source, "folder": str(folder), "dataset_dir": (REFERENCE_DIR / folder.name).as_posix()}
 
 
+def fetched_raw_files(folder: Path, source: dict) -> tuple[dict[str, Path], dict]:
+    """The dataset's third-party raw files (source.yaml `raw_files`), fetched into the cache and verified
+    (ingest/fetch.py): ({path: file}, the source with `raw_dir`, the dataset's folder in the cache)."""
+    from .fetch import cache_dir, fetch_raw_files, raw_files
+
+    files = fetch_raw_files(folder.name, raw_files(source, folder))
+    return files, {**source, "raw_dir": str(cache_dir() / folder.name)}
+
+
 def published_tags(source: dict[str, str], where: str) -> dict[str, str]:
     """The tags of every published run; `where` is the file:line the run was read from. The run's description
     names that file as it lies in the repository (e.g. experiments/reference/hacksa-2019/logs/1.err:23),
     whichever copy of the folder was read, so the run's content hash does not depend on the copy."""
     file, _, line = where.rpartition(":")
     path = Path(file)
-    try:
-        shown = f"{source['dataset_dir']}/{path.resolve().relative_to(Path(source['folder']).resolve()).as_posix()}"
-    except ValueError:  # a file outside the dataset's folder
-        shown = path.name
+    shown = path.name  # a file outside the dataset's folder and its fetched raw files
+    for root in (source["folder"], source.get("raw_dir")):  # raw_dir: where fetch_raw_files put the raw files
+        try:
+            shown = f"{source['dataset_dir']}/{path.resolve().relative_to(Path(root).resolve()).as_posix()}"
+            break
+        except (TypeError, ValueError):
+            continue
     return {
         "source": "published",
         "citation": source["citation"],

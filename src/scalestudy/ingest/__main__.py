@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from .. import cli
-from ..config import experiment_users
+from ..config import CONF_DIR, experiment_users
 from ..schema import SchemaError
 from ..tracking import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
 from . import REFERENCE_DIR, experiment_description, read_source, registry
@@ -30,11 +30,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("datasets", nargs="*", metavar="DATASET",
                     help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
     ap.add_argument("--reference-dir", type=Path, default=REFERENCE_DIR)
+    ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
+                    help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
+    ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")
     args = ap.parse_args(argv)
     names = args.datasets or list(parsers)
     unknown = [n for n in names if n not in parsers]
     if unknown:
         ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
+    if args.targets:
+        try:
+            used = datasets_for(args.targets, args.reference_dir, names)
+        except SchemaError as err:
+            print(f"error: {cli.one_line(err)}", file=sys.stderr)
+            return 2
+        names = [n for n in names if n in used]
+    if args.list:
+        print("\n".join(names))
+        return 0
     uri = tracking_uri()
     parsed = {}
     try:  # read and check everything first: a bad file stops the import before any run is written
@@ -66,6 +79,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {cli.one_line(err)} ({kept}nothing of {failed} or later written)", file=sys.stderr)
         return 2
     return 0
+
+
+def datasets_for(targets: list[str], reference_dir: Path, names: list[str]) -> set[str]:
+    """The dataset folders whose experiments the figure and table targets draw, from their configs' `runs`
+    filters (config.experiment_users): a target imports only what it needs (figure-3: tf-benchmarks-2017)."""
+    users = experiment_users()
+    known = {target for targets_of in users.values() for target in targets_of}
+    known |= {p.stem for group in ("figure", "table") for p in (CONF_DIR / group).glob("*.yaml")}
+    wanted: set[str] = set()
+    for target in targets:
+        if target in ("figures", "tables", "all"):
+            prefix = {"figures": "figure-", "tables": "table-", "all": ""}[target]
+            wanted |= {t for t in known if t.startswith(prefix)}
+        elif target in known:
+            wanted.add(target)
+        else:
+            raise SchemaError(f"unknown figure or table {target!r}; known: {', '.join(sorted(known))}")
+    experiments = {experiment for experiment, drawn_by in users.items() if wanted & set(drawn_by)}
+    return {name for name in names if read_source(reference_dir / name)["experiment"] in experiments}
 
 
 if __name__ == "__main__":

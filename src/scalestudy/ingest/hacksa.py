@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
-from . import published_tags, read_source, read_text
+from . import fetched_raw_files, published_tags, read_source, read_text
 
 # The cluster (BSC, Barcelona) logs local time, which is CET = UTC+1 in December and January, the months of
 # every log here. Checked on the data (and by read_log on every import): with this offset each log's first
@@ -427,12 +427,20 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
     )
 
 
-def read(folder: Path) -> list[RunRecord]:
+def read(folder: Path, logs: Path | None = None) -> list[RunRecord]:
+    """The dataset's runs, one per log. The logs are third-party files: those source.yaml lists are fetched into
+    the cache and verified (ingest/fetch.py); `logs`, a folder of *.err files, reads those instead (a copy to
+    test the parser on)."""
     source = read_source(folder)
-    logs = folder / "logs"
-    if not logs.is_dir():
-        raise SchemaError(f"{logs}: missing (the dataset's Slurm logs)")
-    paths = sorted(logs.glob("*.err"), key=lambda p: (int(m["n"]) if (m := FILE_RE.match(p.name)) else 0, p.name))
+    if logs is None:
+        files, source = fetched_raw_files(folder, source)
+        paths = [path for name, path in files.items() if name.startswith("logs/") and name.endswith(".err")]
+        where = f"{folder / 'source.yaml'}: raw_files"
+    else:
+        if not logs.is_dir():
+            raise SchemaError(f"{logs}: missing (the dataset's Slurm logs)")
+        paths, where = list(logs.glob("*.err")), str(logs)
+    paths.sort(key=lambda p: (int(m["n"]) if (m := FILE_RE.match(p.name)) else 0, p.name))
     if not paths:
-        raise SchemaError(f"{logs}: no *.err log")
+        raise SchemaError(f"{where}: no logs/*.err log")
     return [read_log(path, source) for path in paths]

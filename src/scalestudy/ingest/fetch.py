@@ -1,0 +1,197 @@
+"""Third-party raw files: listed in a dataset's source.yaml, fetched into a cache and verified, never committed.
+
+A dataset's `source.yaml` may list `raw_files`, each with the path the importer reads it at (relative to the
+dataset), the origin URL at a pinned commit and the file's SHA-256:
+
+    raw_files:
+      - path: logs/1.err
+        url: https://raw.githubusercontent.com/rodarima/sa/<commit>/proj/logs/1.err
+        sha256: 5c63f5e4...
+
+`fetch_raw_files` returns where each file lies in the cache, `<cache>/<dataset>/<path>`, taking it, in this order,
+from the cache itself (when its SHA-256 matches), from a mirror (`SCALESTUDY_DATA_MIRROR=DIR`, laid out as
+`DIR/<dataset>/<path>`: machines without internet, HPC nodes, CI) or from its URL (pooch). A file whose SHA-256
+does not match, or that none of the three has, stops the import with one line naming the file, where it was
+looked for and how to supply it. The cache is `SCALESTUDY_DATA_CACHE`, else ~/.cache/scalestudy
+($XDG_CACHE_HOME/scalestudy where that is set); where it cannot be written, a verified mirror copy is read in place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..schema import SchemaError
+
+CACHE_ENV = "SCALESTUDY_DATA_CACHE"
+MIRROR_ENV = "SCALESTUDY_DATA_MIRROR"
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+DOWNLOAD_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class RawFile:
+    path: str  # relative to the dataset, as the importer reads it (logs/1.err)
+    url: str  # origin at a pinned commit
+    sha256: str
+    where: str  # source.yaml:line, for error messages
+
+
+def cache_dir() -> Path:
+    """Where fetched files are kept: SCALESTUDY_DATA_CACHE, else the user's cache folder (~/.cache/scalestudy)."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV]).expanduser()
+    import pooch
+
+    return Path(pooch.os_cache("scalestudy"))
+
+
+def mirror_dir() -> Path | None:
+    """SCALESTUDY_DATA_MIRROR, laid out as <mirror>/<dataset>/<path>; None when unset or empty."""
+    value = os.environ.get(MIRROR_ENV, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def raw_files(source: dict, folder: Path) -> list[RawFile]:
+    """The `raw_files` of a dataset's source.yaml, checked: a relative path inside the dataset (no '..', listed
+    once), an http(s) URL and a 64-hex-digit SHA-256 each. A dataset without raw files gives []."""
+    listed = source.get("raw_files")
+    yaml_path = folder / "source.yaml"
+    if listed is None:
+        return []
+    lines = _key_lines(yaml_path)
+    if not isinstance(listed, list):
+        raise SchemaError(f"{yaml_path}:{lines.get('raw_files', 1)}: raw_files is not a list of path, url, sha256")
+    files: list[RawFile] = []
+    seen: set[str] = set()
+    for n, item in enumerate(listed):
+        where = f"{yaml_path}:{lines.get(('path', n), lines.get('raw_files', 1))}"
+        if not isinstance(item, dict) or set(item) != {"path", "url", "sha256"}:
+            raise SchemaError(f"{where}: raw_files entry {n + 1} needs exactly the keys path, url and sha256")
+        path, url, sha = (str(item[k]).strip() for k in ("path", "url", "sha256"))
+        pure = PurePosixPath(path)
+        if not path or pure.is_absolute() or ".." in pure.parts or path != pure.as_posix():
+            raise SchemaError(f"{where}: raw file path {path!r} is not a plain relative path inside the dataset")
+        if path in seen:
+            raise SchemaError(f"{where}: raw file {path!r} is listed twice")
+        if not url.startswith(("https://", "http://")):
+            raise SchemaError(f"{where}: raw file {path!r}: url {url!r} is not an http(s) URL")
+        if not SHA256_RE.match(sha.lower()):
+            raise SchemaError(f"{where}: raw file {path!r}: sha256 {sha!r} is not 64 hexadecimal digits")
+        seen.add(path)
+        files.append(RawFile(path, url, sha.lower(), where))
+    return files
+
+
+def _key_lines(path: Path) -> dict:
+    """Line numbers of the raw_files key and of each entry's `path:` in source.yaml (for error messages)."""
+    lines: dict = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return lines
+    entry = -1
+    for number, line in enumerate(text, 1):
+        if line.startswith("raw_files:"):
+            lines["raw_files"] = number
+        elif re.match(r"^\s*-\s*path:", line):
+            entry += 1
+            lines[("path", entry)] = number
+    return lines
+
+
+def fetch_raw_files(dataset: str, files: list[RawFile]) -> dict[str, Path]:
+    """{path: file in the cache} for every raw file of `dataset`, each verified against its SHA-256 (see the
+    module's docstring for where a file comes from). Raises SchemaError, one line, for a file that cannot be had."""
+    cache = cache_dir() / dataset
+    mirror = mirror_dir()
+    return {raw.path: _fetch_one(dataset, raw, cache, mirror) for raw in files}
+
+
+def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None) -> Path:
+    target = cache / raw.path
+    stale = ""
+    if target.is_file():
+        got = sha256_of(target)
+        if got == raw.sha256:
+            return target
+        stale = f"; the cached copy {target} has SHA-256 {got[:12]}..., not {raw.sha256[:12]}..."
+    how = (
+        f"download {raw.url} to {target}, or set {MIRROR_ENV}=DIR with the file at DIR/{dataset}/{raw.path} "
+        f"(its SHA-256 is pinned at {raw.where})"
+    )
+    if mirror is not None:
+        copy = mirror / dataset / raw.path
+        if copy.is_file():
+            got = sha256_of(copy)
+            if got != raw.sha256:
+                raise SchemaError(
+                    f"{copy}: SHA-256 {got[:12]}... is not the {raw.sha256[:12]}... that {raw.where} pins "
+                    f"(a corrupted or different file): replace it with {raw.url}"
+                )
+            try:
+                _copy_into(copy, target)
+            except OSError:  # a cache that cannot be written (a read-only home in a container): the verified copy
+                return copy
+            return target
+    try:
+        return _download(raw, target)
+    except _DownloadError as err:
+        looked = f"not in the cache ({target})" + (
+            f", nor in the mirror ({mirror / dataset / raw.path})" if mirror else f", no mirror ({MIRROR_ENV} unset)"
+        )
+        raise SchemaError(f"{dataset}/{raw.path}: {looked}, and {err}{stale}: {how}") from None
+
+
+class _DownloadError(Exception):
+    pass
+
+
+def _copy_into(source: Path, target: Path) -> None:
+    """Copy a verified file into the cache under a temporary name, then rename: never a half-written file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    os.close(fd)
+    try:
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _download(raw: RawFile, target: Path) -> Path:
+    """Fetch raw.url into the cache with pooch, which checks the SHA-256 and writes through a temporary file."""
+    import pooch
+
+    pooch.get_logger().setLevel("WARNING")  # our own line says what is fetched
+    print(f"fetching {raw.url} -> {target}", file=sys.stderr)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    downloader = pooch.HTTPDownloader(progressbar=False, timeout=DOWNLOAD_TIMEOUT_S)
+    try:
+        fetched = pooch.retrieve(
+            raw.url, known_hash=f"sha256:{raw.sha256}", fname=target.name, path=target.parent, downloader=downloader
+        )
+    except ValueError as err:  # pooch: the downloaded file's hash does not match
+        if "hash" in str(err).lower():
+            raise _DownloadError(f"{raw.url} gave a file whose SHA-256 is not the one {raw.where} pins") from None
+        raise _DownloadError(f"{raw.url} could not be fetched ({err})") from None
+    except Exception as err:  # requests' connection, timeout and HTTP errors
+        status = getattr(getattr(err, "response", None), "status_code", None)  # an HTTP error: its status
+        reason = f"HTTP {status}" if status else type(err).__name__  # requests' own text is a screenful
+        raise _DownloadError(f"{raw.url} could not be fetched ({reason})") from None
+    return Path(fetched)
