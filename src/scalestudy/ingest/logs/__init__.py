@@ -98,6 +98,23 @@ def run_key(options: LogOptions, path: Path, index: int | None = None) -> str:
     return name if index is None else f"{name}#{index}"
 
 
+def log_record(options: LogOptions, path: Path, index: int | None, *, params: dict, metrics: dict, tags: dict,
+               where: str, status: str = "FINISHED", start_ms: int | None = None,
+               end_ms: int | None = None) -> RunRecord:  # fmt: skip
+    """One run of a log as the importers write it: keyed by `run_key`, in the caller's experiment."""
+    return RunRecord(
+        experiment=options.experiment,
+        key=run_key(options, path, index),
+        params=params,
+        metrics=metrics,
+        tags=tags,
+        status=status,
+        start_ms=start_ms,
+        end_ms=end_ms,
+        where=where,
+    )
+
+
 def param(what: str, from_log: object, given: object, option: str, where: str, tags: dict[str, str]) -> object:
     """A schema param: the caller's value if given (the log's value kept in a tag `log_<what>`), else the log's,
     else SchemaError naming the run's file:line and the option that supplies it."""

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError, canonical_model
-from . import LogOptions, lines_of, param, run_key, run_tags
+from . import LogOptions, lines_of, log_record, param, run_tags
 
 FORMAT = "dllogger"
 PREFIX = "DLLL "
@@ -119,9 +119,10 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     }
     start_ms = round(first_ts * 1000) if first_ts else None
     return [
-        RunRecord(
-            experiment=options.experiment,
-            key=run_key(options, path),
+        log_record(
+            options,
+            path,
+            None,
             params=params,
             metrics=metrics,
             tags=tags,

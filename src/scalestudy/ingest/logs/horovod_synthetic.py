@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError, canonical_model
-from . import LogOptions, lines_of, param, python_error, run_key, run_tags, strip_rank
+from . import LogOptions, lines_of, log_record, param, python_error, run_tags, strip_rank
 
 FORMAT = "horovod_synthetic"
 MODEL_RE = re.compile(r"^Model:\s*(?P<value>\S+)\s*$")
@@ -136,12 +136,4 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int | None) -> Ru
         "platform": param("platform", None, options.platform, "--platform", where, tags),
         "variable_update": "horovod",
     }
-    return RunRecord(
-        experiment=options.experiment,
-        key=run_key(options, path, index),
-        params=params,
-        metrics=metrics,
-        tags=tags,
-        status=status,
-        where=where,
-    )
+    return log_record(options, path, index, params=params, metrics=metrics, tags=tags, status=status, where=where)

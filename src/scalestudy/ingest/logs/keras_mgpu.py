@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...schema import NOT_STATED, RunRecord, SchemaError, canonical_model
-from . import LogOptions, gpu_names, lines_of, one_device, param, python_error, run_key, run_tags, strip_rank
+from . import LogOptions, gpu_names, lines_of, log_record, one_device, param, python_error, run_tags, strip_rank
 
 FORMAT = "keras_mgpu"
 TRACE_RE = re.compile(r"^\++\s+(?:\S+=\S+\s+)*python\S*\s+\S+\.py\b.*$")
@@ -178,15 +178,7 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
         "variable_update": f"{method} (ps {ps})",
         "epochs": epochs,
     }
-    return RunRecord(
-        experiment=options.experiment,
-        key=run_key(options, path, index),
-        params=params,
-        metrics=metrics,
-        tags=tags,
-        status=status,
-        where=where,
-    )
+    return log_record(options, path, index, params=params, metrics=metrics, tags=tags, status=status, where=where)
 
 
 def parse(path: Path, options: LogOptions) -> list[RunRecord]:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ...schema import RunRecord, SchemaError
 from .. import read_text
-from . import LogOptions, device_name, lines_of, param, run_key, run_tags
+from . import LogOptions, device_name, lines_of, log_record, param, run_tags
 
 FORMAT = "mlperf"
 MARK = ":::MLLOG "
@@ -226,9 +226,10 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         "epochs": epochs,
     }
     return [
-        RunRecord(
-            experiment=options.experiment,
-            key=run_key(options, path),
+        log_record(
+            options,
+            path,
+            None,
             params=params,
             metrics=metrics,
             tags=tags,
