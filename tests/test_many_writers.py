@@ -34,7 +34,7 @@ def record(writer: int, index: int, folder: Path, experiment: str = EXPERIMENT):
     artifact = folder / f"config-w{writer}-r{index}.yaml"
     artifact.write_text(f"writer: {writer}\nindex: {index}\n")
     t0 = int(time.time() * 1000)
-    value = 100.0 * writer + index
+    value = 100.0 * writer + index + 1  # a throughput is positive (the schema refuses 0)
     return RunRecord(
         experiment=experiment,
         key=f"w{writer}-r{index}",
@@ -132,7 +132,7 @@ def check_store(
     counts = series.groupby("run_id").size() if len(series) else {}
     root = artifact_root(uri) if sqlite_path(uri) else None
     for row in table.itertuples():
-        value = 100.0 * int(row.writer) + int(row.index)
+        value = 100.0 * int(row.writer) + int(row.index) + 1
         if row.status != "FINISHED" or row.throughput_total != value or row.model != "resnet50":
             problems.append(f"run {row.run_id}: status {row.status}, throughput {row.throughput_total}")
         if int(counts.get(row.run_id, 0)) != SERIES_LEN:
