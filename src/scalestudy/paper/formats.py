@@ -27,6 +27,8 @@ def label(column: str, value, unit: str = "GPUs") -> str:
         return MODELS.get(str(value), str(value))
     if column == "framework":
         return FRAMEWORKS.get(str(value), str(value))
+    if column == "parameter_server" and str(value).lower() in ("cpu", "gpu"):
+        return f"PS on {str(value).upper()}"
     whole = _integral(value)
     if column == "batch_per_worker":
         return f"batch {whole if whole is not None else value}"
