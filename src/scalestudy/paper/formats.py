@@ -87,6 +87,8 @@ FORMATS: dict[str, Callable[[object], str]] = {
     "fixed0": lambda v: fixed(v, 0),
     "fixed1": lambda v: fixed(v, 1),
     "fixed2": lambda v: fixed(v, 2),
+    "fixed3": lambda v: fixed(v, 3),
+    "percent2": lambda v: percent(v, 2),
     "percent1": lambda v: percent(v, 1),
     "percent0": lambda v: percent(v, 0),
     "integer": integer,
