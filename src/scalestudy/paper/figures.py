@@ -181,7 +181,9 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     # the same in every panel (numbered in the order the panels first draw them).
     colour_of: dict[str, tuple] = {}
     dash_of: dict[str, int] = {}
-    for _, part, panel in panels:
+    # The figure's own hue first (over all its runs, as before panels could set theirs), where a panel uses it.
+    uses_figure_hue = any("hue" not in panel for _, _, panel in panels)
+    for _, part, panel in [(None, table, {})] * uses_figure_hue + panels:
         hue, style_by = columns_of(panel)
         for name, _ in _series(part, hue):
             colour_of.setdefault(name, COLORS[len(colour_of) % len(COLORS)])
