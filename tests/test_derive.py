@@ -164,3 +164,37 @@ def test_median_overall_and_by_row():
     frame = pd.DataFrame({"workers": [1, 1, 1, 2, 2], "ratio": [4.0, 5.0, 4.5, 3.0, 1.0]})
     assert derive.median_by(frame, "ratio") == 4.0
     assert derive.median_by(frame, "ratio", "workers").to_dict() == {1: 4.5, 2: 2.0}
+
+
+def test_table_vs_log_pairs_printed_values_with_a_log_by_hand():
+    """Two log runs (1 and 2 GPUs) and three table runs: one agrees, one prints a speedup the log does not give
+    (100 / 60 = 1.667, printed 1.70), one says 'error' where the log finished; a table run without a log is left
+    out, and a 1-GPU run's speedup is a definition, not compared."""
+    base = {"platform": "m", "api": "keras", "model": "resnet50", "method": "kuza55", "data_format": "NHWC"}
+    rows = [
+        {**base, "record": "log", "workers": 1, "variable_update": "kuza55 (ps gpu)", "throughput_total": 60.0,
+         "status": "FINISHED", "source_line": "log.txt:10", "run_id": "L1"},
+        {**base, "record": "log", "workers": 2, "variable_update": "kuza55 (ps cpu)", "throughput_total": 100.0,
+         "status": "FINISHED", "source_line": "log.txt:20", "run_id": "L2"},
+        {**base, "record": "table", "workers": 1, "variable_update": "kuza55 (ps cpu)", "status": "FINISHED",
+         "printed_images_per_sec": "60", "printed_speedup": "1.00", "published_line": "t.md:1", "run_id": "T1"},
+        {**base, "record": "table", "workers": 2, "variable_update": "kuza55 (ps cpu)", "status": "FINISHED",
+         "printed_images_per_sec": "100.00", "printed_speedup": "1.70", "printed_efficiency_pct": "83.33",
+         "published_line": "t.md:2", "run_id": "T2"},
+        {**base, "record": "table", "workers": 2, "variable_update": "kuza55 (ps gpu)", "status": "FINISHED",
+         "printed_images_per_sec": "90", "published_line": "t.md:3", "run_id": "T3"},  # no log run: left out
+        {**base, "record": "table", "workers": 2, "variable_update": "kuza55 (ps cpu)", "status": "FAILED",
+         "published_line": "t.md:4", "run_id": "T4"},
+    ]  # fmt: skip
+    table = pd.DataFrame(rows).assign(run_name=lambda f: f["run_id"])
+    key = ["platform", "api", "model", "workers", "method", "data_format"]
+    pairs = derive.table_vs_log(table, key=key, baseline=["platform", "api", "model", "method", "data_format"])
+    got = {(r.published_line, r.quantity): (r.printed, r.log, r.agree) for r in pairs.itertuples()}
+    assert got == {
+        ("t.md:1", "images_per_sec"): ("60", 60.0, True),
+        ("t.md:2", "images_per_sec"): ("100.00", 100.0, True),
+        ("t.md:2", "speedup"): ("1.70", pytest.approx(100 / 60), False),  # 1.667 prints 1.67
+        ("t.md:2", "efficiency_pct"): ("83.33", pytest.approx(100 / 60 / 2 * 100), True),  # 83.333
+        ("t.md:4", "status"): ("error", "FINISHED", False),
+    }
+    assert set(pairs["log_run_id"]) == {"L1", "L2"}

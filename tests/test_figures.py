@@ -199,3 +199,31 @@ def yaml_figure(name: str) -> dict:
     import yaml
 
     return yaml.safe_load((REPO / "conf" / "figure" / f"{name}.yaml").read_text())
+
+
+def test_figure8_points_by_hand(published_store, tmp_path):
+    """Figure 8: speedups by speed of seed 002's runs: the tf_cnn_benchmarks tables, the Keras logs (finished runs
+    only) and the variable-update modes of the az-2x-m60 trace; values from measurements.csv and the logs."""
+    build(published_store, tmp_path, "figure-8")
+    sidecar = json.loads((tmp_path / "figures" / "figure-8.json").read_text())
+    points = sidecar["points"]
+    point = {(p["panel"], p["series"], p.get("workers", p.get("variable_update"))): p["value"] for p in points}
+    # the 7gforce tf_cnn_benchmarks table (measurements.md:174, :177): 351.98 / 78.44
+    assert point[("tf_cnn, PS on CPU (tables)", "7gforce · Inception-v3", 6)] == pytest.approx(351.98 / 78.44)
+    # the 7gforce Keras log: kuza55, Inception-v3, 4 GPUs, PS on the CPU (line 265) over 1 GPU (line 54)
+    assert point[("Keras, Inception-v3", "7gforce · kuza55 · PS on CPU", 4)] == pytest.approx(60.38 / 39.07)
+    # kuza55 failed at 6 GPUs: no point; avolkov1 did not
+    keras6 = {p["series"] for p in sidecar["points"] if p["panel"].startswith("Keras") and p.get("workers") == 6}
+    assert keras6 == {"7gforce · avolkov1 · PS on CPU", "7gforce · avolkov1 · PS on GPU"}
+    # the trace's modes: 2 GPUs over its 1-GPU run (line 54), e.g. replicated without NCCL (line 272)
+    modes = {p["variable_update"]: p["value"] for p in sidecar["points"] if p["panel"] == "tf_cnn modes (log)"}
+    assert modes["replicated (gpu, no nccl)"] == pytest.approx(95.33 / 47.49) and len(modes) == 5
+    assert {p["y"] for p in sidecar["points"]} == {"speedup_speed"}
+    # the runs behind it: 12 table rows (7gforce 1, 2, 4, 6 and az-2x-m60 1, 2 GPUs, two models) and the 42
+    # finished log runs; the caption names the distribution strategies
+    runs = load_runs(published_store).set_index("run_id")
+    drawn = runs.loc[[r["run_id"] for r in sidecar["mlflow_runs"]]]
+    assert (drawn["status"] == "FINISHED").all() and len(drawn) == 54
+    assert (drawn["record"] == "log").sum() == 42
+    caption = (tmp_path / "figures" / "figure-8.caption.tex").read_text()
+    assert "parameter server" in caption and "replicated" in caption and "Horovod" in caption

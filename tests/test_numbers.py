@@ -258,3 +258,35 @@ def test_keras_and_horovod_numbers_recomputed(built):
     horovod = runs[runs.experiment == "horovod-docs"].set_index("model")["efficiency_published"]
     assert values["HorovodInceptionEff"]["text"] == f"{100 * horovod['inception3']:.0f}" == "90"
     assert values["HorovodVggEff"]["text"] == f"{100 * horovod['vgg16']:.0f}" == "68"
+
+
+@pytest.mark.integration
+def test_seed_002_numbers_recomputed(built):
+    """Seed 002's claims and the cross-check's counts, by hand from measurements.csv and the raw logs."""
+    values, runs = built
+    kmg = runs[runs.experiment == "keras-multi-gpu-2017"]
+    assert values["KmgLogRuns"]["value"] == (kmg.record == "log").sum() == 46
+    assert values["KmgLogFailed"]["value"] == ((kmg.record == "log") & (kmg.status == "FAILED")).sum() == 4
+    assert values["KmgTableRuns"]["value"] == (kmg.record == "table").sum() == 106
+    # 7gforce, tf_cnn_benchmarks, Inception-v3, PS on CPU (measurements.md:174 and :177): 351.98 / 78.44
+    assert values["KmgSevenInceptionSix"]["value"] == pytest.approx(351.98 / 78.44)
+    assert values["KmgSevenInceptionSix"]["text"] == "4.487"  # the seed's "best scaling: 4.487x"
+    # measurements.md:349 and :353, the PS-on-GPU column: 126.68 / 78.44 = 1.61499, 80.75 % of 2
+    assert (values["KmgSevenTwoGpuSpeedup"]["text"], values["KmgSevenTwoGpuEff"]["text"]) == ("1.615", "80.75")
+    assert values["KmgSevenTwoGpuEff"]["value"] == pytest.approx(126.68 / 78.44 / 2)
+    # ResNet-50 in the same write-up does better (measurements.md:190, :191, :193): 571.9 / 119.8, 196 / 119.8 / 2
+    assert values["KmgSevenResnetSix"]["value"] == pytest.approx(571.9 / 119.8)
+    assert values["KmgSevenResnetSix"]["value"] > values["KmgSevenInceptionSix"]["value"]
+    assert values["KmgSevenResnetTwoEff"]["text"] == "81.80" and values["KmgSevenResnetTwoEff"]["value"] > 0.8075
+    # az-2x-m60, the trace's five 2-GPU modes over its 1-GPU run (lines 108, 162, 217, 272, 326 over line 54)
+    speedups = [v / 47.49 for v in (94.72, 95.43, 94.57, 95.33, 95.50)]
+    assert values["KmgAzModes"]["value"] == 5
+    assert values["KmgAzModesMin"]["value"] == pytest.approx(min(speedups))  # replicated with NCCL
+    assert values["KmgAzModesMax"]["value"] == pytest.approx(max(speedups))  # independent
+    # Keras on 7gforce: best avolkov1, Inception-v3, 6 GPUs, PS on the CPU: 65.37 / 41 (7gforce log :1102, :663);
+    # worst avolkov1, ResNet-50, 6 GPUs, PS on a GPU: 21.56 / 58.19 (:2382, :1863); az-2x-m60 best 54.58 / 31.67
+    assert values["KmgSevenKerasMax"]["value"] == pytest.approx(65.37 / 41)
+    assert values["KmgSevenKerasMin"]["value"] == pytest.approx(21.56 / 58.19)
+    assert values["KmgAzKerasMax"]["value"] == pytest.approx(54.58 / 31.67)
+    # table 5's totals (tests/test_tables.py counts them by hand)
+    assert [values[f"Kmg{k}"]["value"] for k in ("Printed", "Logged", "Agree", "Disagree")] == [216, 114, 114, 0]

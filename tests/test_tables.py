@@ -611,3 +611,60 @@ def test_a_rows_cells_share_the_decimals_of_its_most_precise_cell():
     assert fmt_row([10738.0, 5935.0, 2839.0], "trim2") == ["10738", "5935", "2839"]
     assert fmt_row([15860.5, 3429.55], "trim2") == ["15860.50", "3429.55"]
     assert fmt_row([0.5, 0.25], "fixed1") == ["0.5", "0.2"]  # other formats: cell by cell
+
+
+# ------------------------------------------------------------------------------------------------
+# Table 5: seed 002's tables against its raw logs (keras-multi-gpu-2017)
+
+
+@pytest.fixture(scope="module")
+def kmg_runs() -> pd.DataFrame:
+    from conftest import require_raw_data
+
+    from scalestudy.ingest import keras_multi_gpu
+
+    require_raw_data()
+    recs = keras_multi_gpu.read(REPO / "experiments/reference/keras-multi-gpu-2017")
+    rows = [{**r.params, **r.metrics, **r.tags, "status": r.status, "run_id": r.key, "run_name": r.run_name}
+            for r in recs]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_table5_cells_by_hand(kmg_runs):
+    spec = config("table-5")
+    data = tables.cross_check(kmg_runs, **compute_args(spec))
+    cell = {(r["published_table"], r["platform"], r["method"], r["model"]): r for r in data["rows"]}
+    # measurements.md:349-355, kuza55 on 7gforce, Inception-v3: images/s at 1 GPU, then at 2 and 4 GPUs with the
+    # PS on the CPU and on a GPU images/s, speedup and efficiency (4 x 3), and 6 GPUs 'error' twice: 1 + 12 + 2
+    kuza = cell[("keras-inception3", "7gforce", "kuza55", "inception3")]
+    assert (kuza["printed"], kuza["logged"], kuza["agree"]) == (15, 15, 15)
+    assert kuza["lines"] == "349--355" and kuza["log_files"] == ["benchmark_inception3_resnet50_results_7gforce.txt"]
+    # avolkov1 ran at 6 GPUs: 1 + 6 x 3
+    assert cell[("keras-inception3", "7gforce", "avolkov1", "inception3")]["printed"] == 19
+    # 7gforce tf_cnn_benchmarks (measurements.md:174-177): 4 images/s, 3 speedups, 3 efficiencies, no log
+    seven = cell[("tf-cnn-inception3", "7gforce", "tf_cnn_benchmarks", "inception3")]
+    assert (seven["printed"], seven["logged"], seven["agree"], seven["log_files"]) == (10, 0, 0, [])
+    # measurements.md:405: tf_cnn_benchmarks NCHW 47.49 (the trace's line 54) and NHWC 38.92 (no log)
+    one_gpu = cell[("one-gpu-speed", "az-2x-m60", "tf_cnn_benchmarks", "inception3")]
+    assert (one_gpu["printed"], one_gpu["logged"], one_gpu["agree"]) == (2, 1, 1)
+    assert len(data["rows"]) == 28 and data["disagreements"] == []
+    assert data["totals"]["by_quantity"] == {
+        "efficiency_pct": [31, 31], "images_per_sec": [48, 48], "speedup": [31, 31], "status": [4, 4]}  # fmt: skip
+    assert (data["totals"]["printed"], data["totals"]["logged"], data["totals"]["agree"]) == (216, 114, 114)
+
+
+def test_table5_lists_a_disagreement(kmg_runs):
+    """A printed speedup the log does not give (measurements.md:353 kuza55 printed 1.47 instead of 1.46) is
+    counted and listed with the log's value, 57.15 / 39.07 (7gforce log lines 179 and 54)."""
+    spec = config("table-5")
+    doctored = kmg_runs.copy()
+    hit = (doctored["published_line"] == "measurements.md:353") & (doctored["method"] == "kuza55")
+    assert hit.sum() == 1
+    doctored.loc[hit, "printed_speedup"] = "1.47"
+    data = tables.cross_check(doctored, **compute_args(spec))
+    assert data["totals"]["agree"] == 113 and len(data["disagreements"]) == 1
+    bad = data["disagreements"][0]
+    assert (bad["quantity"], bad["printed"]) == ("speedup", "1.47") and bad["log"] == pytest.approx(57.15 / 39.07)
+    text = tables.render_table(spec, data, commit="abc", source="published", n_runs=len(doctored))
+    assert "\\renewcommand{\\thetable}{5}" in text and "Disagreements:" in text and "printed 1.47" in text
+    assert re.search(r"all &.*& 216 & 114 & 113 &", text)

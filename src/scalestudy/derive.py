@@ -118,3 +118,86 @@ def consistent(runs: pd.DataFrame, *, value: str, total: str, per: str, toleranc
     out[flag] = (mine & ((out[value] - checked).abs() > tolerance * checked)).fillna(False).astype(bool)
     out[f"{value}_consistent"] = out[value].where(~out[flag], checked)
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Published tables against raw logs (keras-multi-gpu-2017: runs tagged record=table | record=log)
+
+# The printed quantities a table run keeps (tags) and how a log gives each: images/s is the run's
+# throughput_total; speedup N over 1 GPU; efficiency = speedup / N in percent.
+PRINTED_QUANTITIES = {
+    "images_per_sec": "printed_images_per_sec",
+    "speedup": "printed_speedup",
+    "efficiency_pct": "printed_efficiency_pct",
+}
+
+
+def _decimals(printed: str) -> int:
+    return len(printed.split(".", 1)[1]) if "." in printed else 0
+
+
+def agrees(value: float, printed: str) -> bool:
+    """Whether `value` reads as `printed` at the printed precision (95.4299 and '95.43'; 41.0 and '41')."""
+    return f"{value:.{_decimals(printed)}f}" == f"{float(printed):.{_decimals(printed)}f}"
+
+
+def table_vs_log(runs: pd.DataFrame, *, key: Sequence[str], baseline: Sequence[str], record: str = "record",
+                 ) -> pd.DataFrame:  # fmt: skip
+    """Every published value of a table run (record=table) that a log run (record=log) also gives, one row each.
+
+    key: the columns a table run and its log run agree on (platform, api, model, workers, method, data_format...);
+      at 1 GPU `variable_update` is not compared (the write-up prints one 1-GPU run under both PS columns), above
+      it is added to `key`. baseline: the columns that pick a log run's 1-GPU run (its speedup's denominator).
+    Speedup and efficiency at 1 GPU are definitions (1 and 100 %), not compared. A table cell printed 'error'
+    (a FAILED table run) compares with the log run's status (quantity 'status').
+    Returns columns: the key, variable_update, published_line, quantity, printed, log (the log's value, or its
+    status), log_line (file:line), agree (bool), table_run_id, log_run_id.
+    """
+    key, baseline = list(key), list(baseline)
+    table = runs[runs[record].astype(str) == "table"]
+    logs = runs[runs[record].astype(str) == "log"]
+    finished = logs[logs["status"] == "FINISHED"]
+    base = finished[finished["workers"].astype(int) == 1]
+    rows = []
+    for t in table.to_dict("records"):
+        n = int(t["workers"])
+        cols = key + (["variable_update"] if n > 1 else [])
+        hit = logs[np.logical_and.reduce([logs[c].astype(str) == str(t[c]) for c in cols])]
+        if hit.empty:
+            continue
+        if len(hit) > 1:
+            raise ValueError(f"table run {t['run_name']} ({t['published_line']}) matches {len(hit)} log runs on {cols}")
+        log = hit.iloc[0]
+        common = {c: t[c] for c in key} | {
+            "variable_update": t.get("variable_update"),
+            "published_line": t["published_line"],
+            "log_line": log["source_line"],
+            "table_run_id": t["run_id"],
+            "log_run_id": log["run_id"],
+        }
+        if t["status"] != "FINISHED":
+            rows.append({**common, "quantity": "status", "printed": "error", "log": str(log["status"]),
+                         "agree": log["status"] != "FINISHED"})  # fmt: skip
+            continue
+        if log["status"] != "FINISHED":
+            rows.append({**common, "quantity": "status", "printed": "a number", "log": str(log["status"]),
+                         "agree": False})  # fmt: skip
+            continue
+        one = base[np.logical_and.reduce([base[c].astype(str) == str(log[c]) for c in baseline])]
+        speedup = float(log["throughput_total"]) / float(one["throughput_total"].iloc[0]) if len(one) == 1 else None
+        values = {
+            "images_per_sec": float(log["throughput_total"]),
+            "speedup": speedup,
+            "efficiency_pct": None if speedup is None else 100.0 * speedup / n,
+        }
+        for quantity, tag in PRINTED_QUANTITIES.items():
+            printed = t.get(tag)
+            if not isinstance(printed, str) or not printed or values[quantity] is None:
+                continue
+            if quantity != "images_per_sec" and n == 1:
+                continue
+            rows.append({**common, "quantity": quantity, "printed": printed, "log": values[quantity],
+                         "agree": agrees(values[quantity], printed)})  # fmt: skip
+    columns = [*key, "variable_update", "published_line", "quantity", "printed", "log", "log_line", "agree",
+               "table_run_id", "log_run_id"]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)

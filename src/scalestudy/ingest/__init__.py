@@ -151,7 +151,7 @@ def csv_params(row: dict[str, str], where: str, columns: Mapping[str, str], **fi
 
 def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
     """Dataset folder name -> its parser."""
-    from . import hacksa, horovod_docs, keras_backends, malik, tf_benchmarks
+    from . import hacksa, horovod_docs, keras_backends, keras_multi_gpu, malik, tf_benchmarks
 
     return {
         "tf-benchmarks-2017": tf_benchmarks.read,
@@ -159,4 +159,5 @@ def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
         "hacksa-2019": hacksa.read,
         "horovod-docs": horovod_docs.read,
         "malik-2018": malik.read,
+        "keras-multi-gpu-2017": keras_multi_gpu.read,
     }

@@ -24,7 +24,7 @@ from ..tracking import load_series
 from ..warmup import mser
 from .formats import label
 from .latex import tex
-from .selection import select_runs, ui_entry
+from .selection import matches, select_runs, ui_entry
 
 # 20 distinguishable colours: tab20's dark shades first, then its light ones.
 COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]
@@ -72,9 +72,24 @@ def _panels(table: pd.DataFrame, plot: dict) -> list[tuple[str | None, pd.DataFr
     panels = plot["panels"]
     facet = plot.get("facet")
     if not facet:
-        return [(p.get("title"), table, p) for p in panels]
+        # A panel's `where` ({column: value or list}) draws only those rows (e.g. one kind of run per panel).
+        return [(p.get("title"), _rows_where(table, p.get("where")), p) for p in panels]
     values = sorted(table[facet].dropna().unique(), key=_sort_key)
     return [(label(facet, v), table[table[facet] == v], panels[0]) for v in values]
+
+
+def _rows_where(table: pd.DataFrame, where) -> pd.DataFrame:
+    mask = pd.Series(True, index=table.index)
+    for column, wanted in (where or {}).items():
+        if column not in table.columns:
+            raise ValueError(f"a panel's where names {column!r}, which the runs do not have")
+        mask &= matches(table[column], wanted)
+    return table[mask]
+
+
+def _categorical(values: pd.Series) -> bool:
+    """Whether an x column holds categories (variable_update) rather than numbers (workers)."""
+    return pd.to_numeric(values.dropna(), errors="coerce").isna().any()
 
 
 def _sort_key(value):
@@ -135,7 +150,9 @@ def _legend_below(fig: plt.Figure, entries: dict) -> None:
 
 def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
     """Lines of y against x, one axes per panel: colour per `hue` combination; line style per y column, or per
-    `style` combination (e.g. protocol: the same set-up under two protocols keeps its colour).
+    `style` combination (e.g. protocol: the same set-up under two protocols keeps its colour). A panel may draw
+    only some rows (`where`), set its own `hue`, `style`, `x` and `ideal`; an x of categories (variable_update)
+    is drawn as markers at 0, 1, ... in the panel's `order`, ticks named by `xlabels`.
 
     `plot.flag` ({column, legend, y: [columns]}) draws hollow the points of those y columns (default: all) where
     `column` is true (a run whose work differs from its baseline's, a published value that contradicts the
@@ -145,20 +162,42 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     last, dashed and hollow, and named so: never hidden. Returns the figure and every plotted point."""
     points: list[dict] = []
     plot = fig_cfg["plot"]
-    x = plot["x"]
-    hue, style_by = list(plot.get("hue") or []), list(plot.get("style") or [])
-    if "source" in table.columns and table["source"].nunique() > 1 and "source" not in hue + style_by:
-        hue.append("source")
+    plot_hue, plot_style = list(plot.get("hue") or []), list(plot.get("style") or [])
+    several_sources = "source" in table.columns and table["source"].nunique() > 1
     labels = fig_cfg.get("labels") or {}
     flag, extra = plot.get("flag") or {}, plot.get("extra") or {}
     panels = _panels(table, plot)
     fig, axes = _figure(fig_cfg, len(panels))
+
+    def columns_of(panel: dict) -> tuple[list[str], list[str]]:
+        """A panel's hue and style columns (its own `hue`/`style`, else the figure's), with source where both
+        sources are drawn."""
+        hue, style_by = list(panel.get("hue", plot_hue) or []), list(panel.get("style", plot_style) or [])
+        if several_sources and "source" not in hue + style_by:
+            hue.append("source")
+        return hue, style_by
+
     # One colour per hue value and one line style per style value across the whole figure, so a series looks
-    # the same in every panel.
-    colour_of = {name: COLORS[i % len(COLORS)] for i, (name, _) in enumerate(_series(table, hue))}
-    dash_of = {name: i for i, (name, _) in enumerate(_series(table, style_by))}
+    # the same in every panel (numbered in the order the panels first draw them).
+    colour_of: dict[str, tuple] = {}
+    dash_of: dict[str, int] = {}
+    # The figure's own hue first (over all its runs, as before panels could set theirs), where a panel uses it.
+    uses_figure_hue = any("hue" not in panel for _, _, panel in panels)
+    for _, part, panel in [(None, table, {})] * uses_figure_hue + panels:
+        hue, style_by = columns_of(panel)
+        for name, _ in _series(part, hue):
+            colour_of.setdefault(name, COLORS[len(colour_of) % len(COLORS)])
+        for name, _ in _series(part, style_by) if style_by else ():
+            dash_of.setdefault(name, len(dash_of))
     entries: dict = {}
     for ax, (title, part, panel) in zip(axes, panels):
+        hue, style_by = columns_of(panel)
+        x = panel.get("x", plot["x"])
+        categories: list = []
+        if _categorical(part[x]):  # categories on x (e.g. variable_update): at 0, 1, ... in the panel's order
+            order = [str(v) for v in panel.get("order") or sorted(part[x].dropna().astype(str).unique())]
+            categories = [c for c in order if c in set(part[x].astype(str))]
+            part = part.assign(**{x: part[x].astype(str).map({c: i for i, c in enumerate(categories)})})
         ys = list(panel["y"])
         lines = []  # (legend, series name, y, rows, style) of every line of this panel
         for hue_name, hue_rows in _series(part, hue):
@@ -197,17 +236,24 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                 covered.add(legend)
                 entry[0] = f"{legend} (on {' and '.join(sorted(set.union(*others)))})"
                 entry[4] = {**style, "linestyle": (0, (3, 3)), "markerfacecolor": "none", "markersize": 7, "zorder": 5}
-        for legend, name, y, line, style in lines:
+        # `dodge`: each line's points shifted sideways by a step (a fraction of a doubling on a log2 axis, else in
+        # x units) so that series with nearly equal values stay visible; the sidecar keeps the true x.
+        dodge, xscale = float(panel.get("dodge", 0)), (None if categories else panel.get("xscale", plot.get("xscale")))
+        for i, (legend, name, y, line, style) in enumerate(lines):
+            shift = (i - (len(lines) - 1) / 2) * dodge
+            drawn_x = line[x] * 2.0**shift if xscale == "log2" else line[x] + shift
             flagged = flag and y in flag.get("y", ys)
             odd = line[flag["column"]].fillna(False).astype(bool) if flagged else pd.Series(False, index=line.index)
-            points += [{"panel": title, "series": name, "y": y, x: px, "value": py,
-                        **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
+            points += [{"panel": title, "series": name, "y": y, x: categories[int(px)] if categories else px,
+                        "value": py, **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
                        for px, py, hit in zip(line[x], line[y], odd)]  # fmt: skip
-            (handle,) = ax.plot(line[x], line[y], label=legend or None, **{"zorder": 3, **style})
+            if categories:  # categories are not a scale: markers, no line between them
+                style = {**style, "linestyle": "none"}
+            (handle,) = ax.plot(drawn_x, line[y], label=legend or None, **{"zorder": 3, **style})
             if legend:
                 entries.setdefault(legend, handle)
             if odd.any():
-                ax.plot(line.loc[odd, x], line.loc[odd, y], linestyle="none", marker=style["marker"], markersize=7,
+                ax.plot(drawn_x[odd], line.loc[odd, y], linestyle="none", marker=style["marker"], markersize=7,
                         zorder=6, markerfacecolor="white", markeredgecolor=style["color"])  # fmt: skip
         if extra and extra.get("beside", ys[0]) in ys:
             for hue_name, rows in _series(part, hue):
@@ -217,11 +263,14 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                 points += [{"panel": title, "series": hue_name, "y": extra["y"], x: px, "value": py, "extra": True}
                            for px, py in zip(odd[x], odd[extra["y"]])]  # fmt: skip
         xs = part[x].dropna().to_numpy(dtype=float)
-        if plot.get("ideal") == "speedup" and xs.size:
+        ideal = panel.get("ideal", plot.get("ideal"))  # speedup (y = x), efficiency (y = 1) or a number (y = it)
+        if ideal == "speedup" and xs.size:
             grid = np.array(sorted(set(xs)))
             entries.setdefault("ideal", ax.plot(grid, grid, color="grey", linewidth=1, alpha=0.6, zorder=1)[0])
-        elif plot.get("ideal") == "efficiency" and xs.size:
+        elif ideal == "efficiency" and xs.size:
             entries.setdefault("ideal", ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, zorder=1))
+        elif isinstance(ideal, (int, float)) and not isinstance(ideal, bool):
+            entries.setdefault("ideal", ax.axhline(float(ideal), color="grey", linewidth=1, alpha=0.6, zorder=1))
         if plot.get("median"):
             values = part[ys].to_numpy(dtype=float).ravel()
             values = values[~np.isnan(values)]
@@ -230,7 +279,14 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                 points.append({"panel": title, "series": "median", "y": ",".join(ys), "value": med})
                 handle = ax.axhline(med, color="black", linewidth=1.2, linestyle="--", zorder=2)
                 entries[f"median {med:.2f}×" + (f" ({title})" if len(panels) > 1 else "")] = handle
-        _style_axes(ax, plot, panel, xs, workers_unit(runs))
+        if categories:
+            _style_axes(ax, {"x": x, "xlabel": panel.get("xlabel")}, panel, xs, workers_unit(runs))
+            names = panel.get("xlabels") or {}
+            ax.set_xticks(range(len(categories)))
+            ax.set_xticklabels([str(names.get(c, c)) for c in categories], rotation=90)
+            ax.set_xlim(-0.5, len(categories) - 0.5)
+        else:
+            _style_axes(ax, {**plot, "x": x}, panel, xs, workers_unit(runs))
         if title:
             ax.set_title(title)
     marker = {"linestyle": "none", "color": "dimgray"}

@@ -27,6 +27,8 @@ def label(column: str, value, unit: str = "GPUs") -> str:
         return MODELS.get(str(value), str(value))
     if column == "framework":
         return FRAMEWORKS.get(str(value), str(value))
+    if column == "parameter_server" and str(value).lower() in ("cpu", "gpu"):
+        return f"PS on {str(value).upper()}"
     whole = _integral(value)
     if column == "batch_per_worker":
         return f"batch {whole if whole is not None else value}"
@@ -85,6 +87,8 @@ FORMATS: dict[str, Callable[[object], str]] = {
     "fixed0": lambda v: fixed(v, 0),
     "fixed1": lambda v: fixed(v, 1),
     "fixed2": lambda v: fixed(v, 2),
+    "fixed3": lambda v: fixed(v, 3),
+    "percent2": lambda v: percent(v, 2),
     "percent1": lambda v: percent(v, 1),
     "percent0": lambda v: percent(v, 0),
     "integer": integer,

@@ -77,6 +77,20 @@ def extreme(runs: pd.DataFrame, *, column: str, how: str, group: Sequence[str] |
     return float(getattr(values, how)())
 
 
+def cross_check(runs: pd.DataFrame, *, key: Sequence[str], baseline: Sequence[str], group: Sequence[str],
+                count: str) -> float:  # fmt: skip
+    """Table 5's totals (tables.cross_check): how many values the table runs print (`count: printed`), how many a
+    raw log also gives (`logged`), how many of those agree to the printed precision (`agree`) or not (`disagree`)."""
+    from .tables import cross_check as table_5
+
+    totals = table_5(runs, key=key, baseline=baseline, group=group)["totals"]
+    if count == "disagree":
+        return float(totals["logged"] - totals["agree"])
+    if count not in totals or count == "by_quantity":
+        raise ValueError(f"count={count!r}: printed, logged, agree or disagree")
+    return float(totals[count])
+
+
 def above(runs: pd.DataFrame, *, column: str, threshold: float, group: Sequence[str]) -> float:
     """How many runs have `column` (after scaling by `group`) above `threshold` (e.g. efficiency above 1)."""
     return float((derive.scaling(runs, group=group)[column] > threshold).sum())

@@ -489,3 +489,72 @@ def render_numbers(spec: dict, data: dict, *, commit: str) -> str:
     body = render(path, f"table {name} numbers", table=spec, data=data, commit=commit)
     head = f"% {name}: numbers for the text, generated with the table (git commit {commit}); do not edit.\n"
     return head + body.rstrip("\n") + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Table 5: seed 002's published tables against its raw logs (keras-multi-gpu-2017)
+
+
+def _line_span(lines: Sequence[str]) -> str:
+    """'measurements.md:339', ':341' ... -> '339--341' (or '405' for one line)."""
+    numbers = sorted({int(str(line).rsplit(":", 1)[1]) for line in lines})
+    return str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}--{numbers[-1]}"
+
+
+def cross_check(
+    runs: pd.DataFrame,
+    *,
+    key: Sequence[str],
+    baseline: Sequence[str],
+    group: Sequence[str],
+    order: Mapping[str, Sequence] | None = None,
+    what: str = "table",
+) -> dict:
+    """Per group of table runs (e.g. published table, machine, method, model): how many values the table
+    prints, how many of them a raw log also gives (derive.table_vs_log with `key` and `baseline`), how many of
+    those agree to the printed precision, and every disagreement. A group with no log run is listed with
+    `logged` 0: its values cannot be checked.
+    Returns {rows: [{<group>, lines, printed, logged, agree, log_lines}], disagreements: [...], totals: {...}}.
+    """
+    group = list(group)
+    missing = [c for c in [*group, *key, "record", "published_line"] if c not in runs.columns]
+    if missing:
+        raise LookupError(f"{what}: the selected runs have no column(s) {missing}")
+    pairs = derive.table_vs_log(runs, key=key, baseline=baseline)
+    table = runs[runs["record"].astype(str) == "table"]
+    printed_tags = [t for t in derive.PRINTED_QUANTITIES.values() if t in table.columns]
+    rows = []
+    for values, part in _in_order(table, group, order or {}):
+        ids = set(part["run_id"])
+        mine = pairs[pairs["table_run_id"].isin(ids)]
+        # A printed value: a number cell (not a definitional 1-GPU speedup or efficiency), or an 'error' cell.
+        printed = 0
+        for r in part.to_dict("records"):
+            if r["status"] != "FINISHED":
+                printed += 1
+                continue
+            for quantity, tag in derive.PRINTED_QUANTITIES.items():
+                text = r.get(tag) if tag in printed_tags else None
+                if isinstance(text, str) and text and (quantity == "images_per_sec" or int(r["workers"]) > 1):
+                    printed += 1
+        logs = sorted({str(line).rsplit(":", 1)[0] for line in mine["log_line"]})
+        rows.append({
+            **{c: str(v) for c, v in zip(group, values)},
+            "lines": _line_span(part["published_line"]),
+            "gpus": ", ".join(str(n) for n in sorted({int(n) for n in part["workers"]})),
+            "printed": printed,
+            "logged": len(mine),
+            "agree": int(mine["agree"].sum()),
+            "log_files": logs,
+        })  # fmt: skip
+    bad = pairs[~pairs["agree"].astype(bool)]
+    disagreements = [
+        {k: (v if isinstance(v, (str, bool)) else _number(v)) for k, v in r.items()} for r in bad.to_dict("records")
+    ]
+    totals = {
+        "printed": sum(r["printed"] for r in rows),
+        "logged": len(pairs),
+        "agree": int(pairs["agree"].sum()),
+        "by_quantity": {q: [len(p), int(p["agree"].sum())] for q, p in pairs.groupby("quantity")},
+    }
+    return {"rows": rows, "disagreements": disagreements, "totals": totals, "run_ids": sorted(runs["run_id"])}
