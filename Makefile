@@ -159,7 +159,7 @@ container-check: $(VENV)/.test.stamp ## the recipe checks that need no engine (h
 test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm ## lint, then every test (installs what it needs)
 	$(TRAIN_VENV)/bin/ruff check src tests benchmarks scripts
 	$(TRAIN_VENV)/bin/ruff format --check src tests benchmarks scripts
-	$(TRAIN_PY) -m pytest -q
+	SCALESTUDY_REQUIRE_ALL=1 $(TRAIN_PY) -m pytest -q  # a skip here is a failure (tests/require_all.py)
 
 test-fast: $(VENV)/.test.stamp ## lint and the fast tests (no browser, LaTeX, Slurm or Horovod)
 	$(VENV)/bin/ruff check src tests benchmarks scripts

@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-pytest_plugins = ["slurm_cluster"]  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
+pytest_plugins = [
+    "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
+    "require_all",  # under `make test`, a skipped test fails (tests/require_all.py)
+]
 
 
 REFERENCE = REPO / "experiments" / "reference"
