@@ -19,6 +19,9 @@ pytest_plugins = [
 
 
 REFERENCE = REPO / "experiments" / "reference"
+# A SQLite file holding the published runs imported by this same code, copied instead of importing again (set
+# by scripts/mutation_check.py only).
+PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
 
 
 def dataset_copy(tmp_path: Path, name: str) -> Path:
@@ -62,7 +65,13 @@ def published_store(tmp_path_factory) -> str:
         folder = tmp_path_factory.mktemp("published-store")
     uri = f"sqlite:///{folder / 'store.db'}"
     try:
-        run_module("scalestudy.ingest", uri=uri)
+        prebuilt = os.environ.get(PREBUILT_STORE)
+        if prebuilt:  # scripts/mutation_check.py: one import for all mutants that leave the importers alone
+            shutil.copyfile(prebuilt, folder / "store.db")
+            if (Path(prebuilt).parent / "store-artifacts").is_dir():
+                shutil.copytree(Path(prebuilt).parent / "store-artifacts", folder / "store-artifacts")
+        else:
+            run_module("scalestudy.ingest", uri=uri)
         yield uri
     finally:
         if folder.is_relative_to(shm):  # tmp_path_factory cleans its own folders, not /dev/shm
