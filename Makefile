@@ -35,7 +35,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 
 .PHONY: help env train-env import figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
-	container-check lint model-sizes
+	container-check lint model-sizes mutation-check
 
 help: ## this list (from the `##` comments of the Makefile)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
@@ -165,6 +165,9 @@ test-fast: $(VENV)/.test.stamp ## lint and the fast tests (no browser, LaTeX, Sl
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/ruff format --check src tests benchmarks scripts
 	$(PY) -m pytest -q -m "not integration"
+
+mutation-check: $(VENV)/.test.stamp ## plant scripts/mutations.yaml's bugs one at a time in a scratch copy; which do the fast tests catch
+	$(PY) scripts/mutation_check.py $(ARGS)
 
 lint: $(VENV)/.test.stamp ## ruff: fix what it can, format, and list the rest
 	$(VENV)/bin/ruff check --fix src tests benchmarks scripts

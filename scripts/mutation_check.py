@@ -82,7 +82,7 @@ def environment(copy: Path, store: Path | None) -> dict[str, str]:
 def pytest(copy: Path, tests: list[str], env: dict, timeout: float) -> tuple[str, str, float]:
     """(outcome, the failing tests or the tail of the output, seconds): passed, failed, error or timeout."""
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not integration",
-           "-rf", *tests]  # fmt: skip
+           "-rfE", *tests]  # fmt: skip
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)

@@ -116,7 +116,7 @@ def test_timeout_kills_a_process_that_escaped_by_double_fork_and_setsid(monkeypa
         f"sleep 0.05; done; ps -o ppid=,sid= -p $p > {tmp_path / 'where'}; sleep 300"
     )
     monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["bash", "-c", script])
-    outcome = launch.run_job(config(timeout_s=3), tmp_path, tmp_path / "config.yaml")
+    outcome = launch.run_job(config(timeout_s=2), tmp_path, tmp_path / "config.yaml")
     pid, launcher_pid = int(escaped.read_text()), int(launcher.read_text())
     ppid, sid = map(int, (tmp_path / "where").read_text().split())
     assert ppid != launcher_pid and sid == pid != launcher_pid  # it really left the launcher's tree and group
