@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = [
     "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
     "require_all",  # under `make test`, a skipped test fails (tests/require_all.py)
+    "pytester",  # pytest's own fixture for running pytest on a test file written by a test
 ]
 
 

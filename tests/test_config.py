@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from hydra.utils import get_method
@@ -71,16 +67,15 @@ def test_experiment_users_are_read_from_the_figure_and_table_configs():
     assert users["measured"] == ["figure-1", "figure-2", "figure-5", "figure-6", "figure-9", "table-2", "table-3"]
 
 
-def test_under_make_test_a_skipped_test_fails_and_says_why(tmp_path):
-    (tmp_path / "test_widget.py").write_text("import pytest\n\ndef test_w():\n    pytest.skip('no widget here')\n")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "require_all", "-rs", "-c",
-           "/dev/null", str(tmp_path / "test_widget.py")]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
-    plain = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=tmp_path)
-    assert plain.returncode == 0 and "SKIPPED [1]" in plain.stdout and "no widget here" in plain.stdout
-    strict = subprocess.run(cmd, env={**env, "SCALESTUDY_REQUIRE_ALL": "1"}, capture_output=True, text=True,
-                            cwd=tmp_path)  # fmt: skip
-    assert strict.returncode == 1 and "1 failed" in strict.stdout
-    assert (
-        "skipped under SCALESTUDY_REQUIRE_ALL=1 (make test runs everything): Skipped: no widget here" in strict.stdout
+def test_under_make_test_a_skipped_test_fails_and_says_why(pytester, monkeypatch):
+    pytester.makepyfile(test_widget="import pytest\n\ndef test_w():\n    pytest.skip('no widget here')\n")
+    monkeypatch.delenv("SCALESTUDY_REQUIRE_ALL", raising=False)
+    plain = pytester.runpytest_inprocess("-p", "require_all", "-rs", "-p", "no:cacheprovider")
+    plain.assert_outcomes(skipped=1)
+    plain.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_widget.py:4: no widget here"])
+    monkeypatch.setenv("SCALESTUDY_REQUIRE_ALL", "1")
+    strict = pytester.runpytest_inprocess("-p", "require_all", "-p", "no:cacheprovider")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(
+        ["*skipped under SCALESTUDY_REQUIRE_ALL=1 (make test runs everything): *no widget here"]
     )
