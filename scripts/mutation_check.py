@@ -188,7 +188,8 @@ def report(rows: list[dict], seconds: float) -> str:
     ]
     for r in rows:
         by = r["by"] if r["outcome"] == "failed" else f"{r['outcome']}: {r['by'][:80]}"
-        by = "**not caught**" if not r["caught"] else by.replace("|", "\\|")
+        by = re.sub(r"\[([^\]-]*-[^\]-]*)-[^\]]*\]", r"[\1]", by)  # a parametrised id: its first two values
+        by = "**not caught**" if not r["caught"] else by.replace("|", "\\|").replace("tests/", "")
         lines.append(f"| {r['list']} | `{r['id']}` | {r['kind']} | {r['breaks']} | {by} |")
     return "\n".join(lines) + "\n"
 
