@@ -79,3 +79,8 @@ def test_under_make_test_a_skipped_test_fails_and_says_why(pytester, monkeypatch
     strict.stdout.fnmatch_lines(
         ["*skipped under SCALESTUDY_REQUIRE_ALL=1 (make test runs everything): *no widget here"]
     )
+    # a test that needs third-party files make test cannot fetch may still skip
+    data = "import pytest\n\n@pytest.mark.may_skip\ndef test_w():\n    pytest.skip('no data')\n"
+    pytester.makepyfile(test_widget=data)
+    pytester.makeini("[pytest]\nmarkers =\n    may_skip: data\n")
+    pytester.runpytest_inprocess("-p", "require_all", "-p", "no:cacheprovider").assert_outcomes(skipped=1)
