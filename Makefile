@@ -42,7 +42,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 
 .PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
-	container-check lint model-sizes
+	container-check lint model-sizes mutation-check
 
 help: ## this list (from the `##` comments of the Makefile)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
@@ -184,12 +184,15 @@ container-check: $(VENV)/.test.stamp ## the recipe checks that need no engine (h
 test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm ## lint, then every test (installs what it needs)
 	$(TRAIN_VENV)/bin/ruff check src tests benchmarks scripts
 	$(TRAIN_VENV)/bin/ruff format --check src tests benchmarks scripts
-	$(TRAIN_PY) -m pytest -q
+	SCALESTUDY_REQUIRE_ALL=1 $(TRAIN_PY) -m pytest -q  # a skip here is a failure (tests/require_all.py)
 
 test-fast: $(VENV)/.test.stamp ## lint and the fast tests (no browser, LaTeX, Slurm or Horovod)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/ruff format --check src tests benchmarks scripts
 	$(PY) -m pytest -q -m "not integration"
+
+mutation-check: $(VENV)/.test.stamp ## plant scripts/mutations.yaml's bugs one at a time in a scratch copy; which do the fast tests catch
+	$(PY) scripts/mutation_check.py $(ARGS)
 
 lint: $(VENV)/.test.stamp ## ruff: fix what it can, format, and list the rest
 	$(VENV)/bin/ruff check --fix src tests benchmarks scripts

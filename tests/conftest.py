@@ -6,12 +6,17 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-pytest_plugins = ["slurm_cluster"]  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
+pytest_plugins = [
+    "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
+    "require_all",  # under `make test`, a skipped test fails (tests/require_all.py)
+    "pytester",  # pytest's own fixture for running pytest on a test file written by a test
+]
 
 
 REFERENCE = REPO / "experiments" / "reference"
@@ -53,6 +58,11 @@ def raw_dir(name: str) -> Path:
     require_raw_data()
     _, source = fetched_raw_files(REFERENCE / name, read_source(REFERENCE / name))
     return Path(source["raw_dir"])
+
+
+# A SQLite file holding the published runs imported by this same code, copied instead of importing again (set
+# by scripts/mutation_check.py only).
+PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
 
 
 def dataset_copy(tmp_path: Path, name: str) -> Path:
@@ -112,12 +122,45 @@ def run_module(
 
 @pytest.fixture(scope="session")
 def published_store(tmp_path_factory) -> str:
-    """URI of a SQLite store holding every published run (imported once; tests must not modify it)."""
+    """URI of a SQLite store holding every published run (imported once per session; tests must not modify it).
+
+    In memory-backed /dev/shm where there is one: SQLite syncs every MLflow write, which on a busy disk
+    doubles the import's time."""
     require_raw_data()
-    folder = tmp_path_factory.mktemp("published-store")
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="scalestudy-published-", dir=shm))
+    else:
+        folder = tmp_path_factory.mktemp("published-store")
     uri = f"sqlite:///{folder / 'store.db'}"
-    run_module("scalestudy.ingest", uri=uri)
-    return uri
+    try:
+        prebuilt = os.environ.get(PREBUILT_STORE)
+        if prebuilt:  # scripts/mutation_check.py: one import for all mutants that leave the importers alone
+            shutil.copyfile(prebuilt, folder / "store.db")
+            if (Path(prebuilt).parent / "store-artifacts").is_dir():
+                shutil.copytree(Path(prebuilt).parent / "store-artifacts", folder / "store-artifacts")
+        else:
+            run_module("scalestudy.ingest", uri=uri)
+        yield uri
+    finally:
+        if folder.is_relative_to(shm):  # tmp_path_factory cleans its own folders, not /dev/shm
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def published_figures(published_store, tmp_path_factory) -> dict:
+    """Every figure built once per session from the published store (`python -m scalestudy.paper figures`, one
+    query): {"dir": the figures folder, "stdout", "stderr"}. Tests read it; a test that writes copies it."""
+    out = tmp_path_factory.mktemp("published-paper")
+    proc = run_module("scalestudy.paper", "figures", f"out_dir={out}", uri=published_store)
+    return {"dir": out / "figures", "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def sidecar(figures: dict, name: str) -> dict:
+    """The JSON sidecar of figure `name` in a `published_figures` build."""
+    import json
+
+    return json.loads((figures["dir"] / f"{name}.json").read_text())
 
 
 @pytest.fixture()
@@ -129,3 +172,21 @@ def store_copy(published_store, tmp_path) -> str:
     if (src.parent / "store-artifacts").exists():
         shutil.copytree(src.parent / "store-artifacts", tmp_path / "store-artifacts")
     return f"sqlite:///{dst}"
+
+
+@pytest.fixture(scope="session")
+def empty_store_file(tmp_path_factory) -> Path:
+    """A new MLflow SQLite store with its tables made, once per session: creating them (MLflow's migrations)
+    costs about a second of CPU, which a test that needs an empty store saves by copying this file."""
+    from mlflow import MlflowClient
+
+    path = tmp_path_factory.mktemp("empty-store") / "store.db"
+    MlflowClient(tracking_uri=f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture()
+def empty_store(empty_store_file, tmp_path) -> str:
+    """URI of a private, empty MLflow store (a copy of `empty_store_file`) in this test's folder."""
+    shutil.copyfile(empty_store_file, tmp_path / "store.db")
+    return f"sqlite:///{tmp_path / 'store.db'}"

@@ -65,3 +65,22 @@ def test_experiment_users_are_read_from_the_figure_and_table_configs():
     assert users["horovod-docs"] == ["figure-7", "table-4"]  # figure 7 and table 4 name four experiments
     assert users["hacksa-2019"] == ["figure-1", "figure-2", "figure-5", "figure-7", "table-3", "table-4"]
     assert users["measured"] == ["figure-1", "figure-2", "figure-5", "figure-6", "figure-9", "table-2", "table-3"]
+
+
+def test_under_make_test_a_skipped_test_fails_and_says_why(pytester, monkeypatch):
+    pytester.makepyfile(test_widget="import pytest\n\ndef test_w():\n    pytest.skip('no widget here')\n")
+    monkeypatch.delenv("SCALESTUDY_REQUIRE_ALL", raising=False)
+    plain = pytester.runpytest_inprocess("-p", "require_all", "-rs", "-p", "no:cacheprovider")
+    plain.assert_outcomes(skipped=1)
+    plain.stdout.fnmatch_lines(["SKIPPED [[]1[]] test_widget.py:4: no widget here"])
+    monkeypatch.setenv("SCALESTUDY_REQUIRE_ALL", "1")
+    strict = pytester.runpytest_inprocess("-p", "require_all", "-p", "no:cacheprovider")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines(
+        ["*skipped under SCALESTUDY_REQUIRE_ALL=1 (make test runs everything): *no widget here"]
+    )
+    # a test that needs third-party files make test cannot fetch may still skip
+    data = "import pytest\n\n@pytest.mark.may_skip\ndef test_w():\n    pytest.skip('no data')\n"
+    pytester.makepyfile(test_widget=data)
+    pytester.makeini("[pytest]\nmarkers =\n    may_skip: data\n")
+    pytester.runpytest_inprocess("-p", "require_all", "-p", "no:cacheprovider").assert_outcomes(skipped=1)

@@ -30,24 +30,28 @@ def ids(table) -> dict[tuple[str, str], str]:
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A copy of the reference data and a store holding every dataset, imported once.
+def store(published_store, tmp_path_factory):
+    """A copy of the reference data and of the session's store of every dataset (conftest.published_store:
+    `python -m scalestudy.ingest`, imported once per session; where the data were read from does not change a
+    run, so importing this copy of them into it changes nothing, as test_second_import_changes_nothing checks).
 
     The store lives in memory-backed /dev/shm where there is one: SQLite syncs every MLflow write to disk,
-    and on a busy disk that doubles the import's time (about 20 s in memory, 40 s on disk, for 255 runs).
+    and on a busy disk that doubles the time of the tests that import again.
     """
     require_raw_data()
     root = tmp_path_factory.mktemp("ingest")
     reference = root / "reference"
     shutil.copytree(REFERENCE, reference, copy_function=shutil.copyfile)
     shm = Path("/dev/shm")
+    published = Path(published_store[len("sqlite:///") :])
     with tempfile.TemporaryDirectory(prefix="scalestudy-ingest-", dir=shm if shm.is_dir() else root) as tmp:
         db = Path(tmp) / "store" / "store.db"
+        db.parent.mkdir()
+        shutil.copyfile(published, db)
+        if (published.parent / "store-artifacts").is_dir():
+            shutil.copytree(published.parent / "store-artifacts", db.parent / "store-artifacts")
         uri = f"sqlite:///{db}"
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("MLFLOW_TRACKING_URI", uri)
-            assert main(["--reference-dir", str(reference), *DATASETS]) == 0
-            table = load_runs()
+        table = load_runs(uri)
         yield {"root": root, "reference": reference, "db": db, "uri": uri, "runs": table}
 
 

@@ -1,5 +1,6 @@
 """The launcher without Horovod: its command line, and that a timeout leaves no process behind."""
 
+import os
 import sys
 import time
 
@@ -70,33 +71,52 @@ def test_rank_logs_are_split_from_the_launcher_log_where_missing(tmp_path):
     assert (tmp_path / "rank-logs/rank.1/stdout").read_text() == "written by the launcher\n"
 
 
-def test_cpu_ranks_share_the_cores_and_see_no_gpu():
+def test_cpu_ranks_share_the_cores_and_see_no_gpu(monkeypatch):
+    monkeypatch.setattr(launch.os, "cpu_count", lambda: 8)
     env = launch.rank_environment(config(), "job-1")
     assert env[launch.JOB_ID_ENV] == "job-1" and env["CUDA_VISIBLE_DEVICES"] == ""
-    assert int(env["OMP_NUM_THREADS"]) >= 1
-    assert launch.cpu_threads_per_rank(config(threads_per_rank=3)) == 3
+    # 8 cores shared by the 2 local ranks (hosts localhost:2): 4 threads each, for OpenMP and MXNet alike
+    assert (env["OMP_NUM_THREADS"], env["MXNET_CPU_WORKER_NTHREADS"]) == ("4", "4")
+    assert launch.rank_environment(config(threads_per_rank=3), "job-1")["OMP_NUM_THREADS"] == "3"
+    one = config(workers=1, cluster={"hosts": "localhost:1"})
+    assert launch.rank_environment(one, "job-1")["OMP_NUM_THREADS"] == "8"
+    monkeypatch.setattr(launch.os, "cpu_count", lambda: 1)
+    assert launch.rank_environment(config(), "job-1")["OMP_NUM_THREADS"] == "1"  # never 0
+    gpu = launch.rank_environment(config(device="P100"), "job-1")  # a GPU run keeps the GPUs it was given
+    assert gpu.get("CUDA_VISIBLE_DEVICES") == os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
 def test_timeout_kills_the_group_and_processes_that_left_it(monkeypatch, tmp_path):
-    psutil = pytest.importorskip("psutil", reason="psutil is in the training environment")
-    pidfile = tmp_path / "pids"
-    # a "launcher" that starts one child in its group and one in a new session (as launchers' helpers do)
-    script = f"sleep 300 & echo $! >> {pidfile}; setsid sleep 301 & echo $! >> {pidfile}; wait"
+    """A "launcher" that starts one child in its group, one in a new session (still its child), and one rank
+    daemonised as launchers' helpers do: forked by a subshell that exits (so the launcher is not its parent), in
+    a session of its own (so not in the launcher's process group), which only the job id in its environment
+    leads to. The timeout kills all three."""
+    psutil = pytest.importorskip("psutil", reason="psutil is in the test and training environments")
+    pidfile, escaped, launcher = tmp_path / "pids", tmp_path / "escaped", tmp_path / "launcher"
+    script = (
+        f"echo $$ > {launcher}; sleep 300 & echo $! >> {pidfile}; setsid sleep 301 & echo $! >> {pidfile}; "
+        f"( setsid sleep 302 </dev/null >/dev/null 2>&1 & echo $! > {escaped} ); "
+        f'p=$(cat {escaped}); for i in $(seq 100); do [ "$(ps -o sid= -p $p | tr -d \' \')" = "$p" ] && break; '
+        f"sleep 0.05; done; ps -o ppid=,sid= -p $p > {tmp_path / 'where'}; wait"
+    )
     monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["bash", "-c", script])
     started = time.monotonic()
     outcome = launch.run_job(config(timeout_s=2), tmp_path, tmp_path / "config.yaml")
     assert time.monotonic() - started < 15
     assert outcome.status == "FAILED" and outcome.reason.startswith("timeout") and outcome.returncode is None
     assert outcome.leftover_pids == []
-    pids = [int(p) for p in pidfile.read_text().split()]
-    assert len(pids) == 2
+    pid, launcher_pid = int(escaped.read_text()), int(launcher.read_text())
+    ppid, sid = map(int, (tmp_path / "where").read_text().split())
+    assert ppid != launcher_pid and sid == pid != launcher_pid  # it really left the launcher's tree and group
+    pids = [int(p) for p in pidfile.read_text().split()] + [pid]
+    assert len(pids) == 3
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
     assert outcome.logs == [tmp_path / launch.LAUNCHER_LOG]
 
 
 def test_a_launcher_that_exits_0_without_a_result_is_a_failure(monkeypatch, tmp_path):
-    pytest.importorskip("psutil", reason="psutil is in the training environment")
+    pytest.importorskip("psutil", reason="psutil is in the test and training environments")
     monkeypatch.setattr(launch, "launcher_command", lambda cfg, rank_config, log_dir: ["true"])
     outcome = launch.run_job(config(), tmp_path, tmp_path / "config.yaml")
     assert outcome.status == "FAILED" and "wrote no" in outcome.reason and outcome.returncode == 0

@@ -512,7 +512,7 @@ def test_a_job_at_slurms_time_limit_is_stopped_and_recorded_failed(slurm_cluster
     assert any(f.startswith("slurm/") for f in _artifact_files(uri, run.run_id))
 
 
-def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path):
+def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path, empty_store):
     """The submitter's side alone: a job folder with its config and Slurm log but no run.json (Slurm killed the
     driver) becomes a FAILED run naming the Slurm job; a folder with run.json is recorded as it says."""
     from hydra import compose, initialize_config_dir
@@ -533,7 +533,7 @@ def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path):
         "slurm": {"SLURM_JOB_ID": "7", "stderr": str(log)},
     }
     (job / "config.yaml").write_text(OmegaConf.to_yaml(job_cfg))  # as the driver writes it at its start
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    uri = empty_store  # tmp_path/store.db, its tables already made
     (done,) = record_sweep(tmp_path / "sweep", uri)
     assert done["status"] == "FAILED" and "Slurm job 7 ended without recording its run" in done["failure"]
     (run,) = load_runs(uri).itertuples()

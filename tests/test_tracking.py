@@ -29,8 +29,8 @@ def record(key, workers, value, **extra):
 
 
 @pytest.fixture()
-def uri(tmp_path):
-    return f"sqlite:///{tmp_path / 'store.db'}"
+def uri(empty_store):
+    return empty_store  # a new store, its tables made once per session (conftest.empty_store)
 
 
 def test_sqlite_path():

@@ -67,3 +67,32 @@ def test_too_short_to_judge_below_four_batch_means():
 def test_empty_or_non_finite_series_are_errors(bad):
     with pytest.raises(ValueError, match=r"empty|missing or infinite"):
         mser(bad)
+
+
+# Series that tell MSER-5 apart from its plausible variants (another batch size, the score divided by k - d
+# rather than its square, d allowed up to the last batch, no half-series limit, another least number of batches).
+ZIGZAG = [0] * 5 + [10] * 5 + [12] * 5 + [10] * 5 + [12] * 5 + [10] * 5 + [12] * 5 + [10] * 5
+
+
+def test_the_score_is_the_squared_deviation_over_k_minus_d_squared():
+    # batch means [0, 10, 12, 10, 12, 10, 12, 10], k = 8. SS(d) / (k - d)^2 for d = 0..6:
+    # 110/64 = 1.72, 6.857/49 = 0.140, 6/36 = 0.167, 4.8/25 = 0.192, 4/16 = 0.25, 2.667/9 = 0.296, 2/4 = 0.5:
+    # the minimum is d = 1, one batch of warm-up. Divided by (k - d) instead, d = 5 (0.889) beats d = 1 (0.980)
+    # and lies past the half; with d = 7 allowed, its score is 0 (one batch mean left), past the half too.
+    assert mser(ZIGZAG) == Truncation(step=5, batches=8, detectable=True)
+    # batches of 4 observations (10 means, the first [0, 7.5, 11, ...]) cut elsewhere: the default is 5
+    assert mser(ZIGZAG, batch=4) == Truncation(step=8, batches=10, detectable=True)
+
+
+def test_three_batch_means_are_too_few_and_four_are_enough():
+    # 15 observations: 3 batch means [0, 10, 10]. A rule judging 3 would cut at step 5.
+    assert mser([0] * 5 + [10] * 10) == Truncation(step=0, batches=3, detectable=False)
+    # 20 observations, a warm-up of 1 observation: means [8, 10, 10, 10], cut after the first batch
+    assert mser([0] + [10] * 19) == Truncation(step=5, batches=4, detectable=True)
+
+
+def test_the_half_series_limit_lets_a_cut_at_the_half_through():
+    # means [10, 60, 100, 100]: the minimum is d = 2 = k // 2, trusted (a cut at d > k // 2 is not)
+    assert mser([10] * 5 + [60] * 5 + [100] * 10) == Truncation(step=10, batches=4, detectable=True)
+    # means [0, 9, 11, 9, 11, 10]: the minimum is at d = 4 > 3, so the series is not judged (0, not 20)
+    assert mser([0] * 5 + [9] * 5 + [11] * 5 + [9] * 5 + [11] * 5 + [10] * 5) == Truncation(0, 6, False)

@@ -1,0 +1,96 @@
+"""Files are written whole: to a hidden temporary name in the same folder, renamed onto the target only when
+every file of a set is complete (provenance.atomic_files), so a failing or killed writer leaves the old files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from scalestudy import provenance
+from scalestudy.paper import figures
+
+
+def test_the_files_are_written_under_a_temporary_name_then_renamed(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "sub" / "b.txt"
+    a.write_text("old a")
+    with provenance.atomic_files(a, b) as (tmp_a, tmp_b):
+        assert tmp_a == tmp_path / f".a.json.{os.getpid()}.tmp" and tmp_b.parent == b.parent
+        tmp_a.write_text("new a")
+        tmp_b.write_text("new b")
+        assert a.read_text() == "old a" and not b.exists()  # nothing renamed while the block runs
+    assert (a.read_text(), b.read_text()) == ("new a", "new b")
+    assert sorted(p.name for p in tmp_path.rglob(".*")) == []
+
+
+def test_a_failing_block_leaves_every_target_as_it_was(tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("old a")
+    b.write_text("old b")
+    with pytest.raises(RuntimeError), provenance.atomic_files(a, b) as (tmp_a, tmp_b):
+        tmp_a.write_text("new a")
+        tmp_b.write_text("new b")
+        raise RuntimeError("the drawing failed")
+    assert (a.read_text(), b.read_text()) == ("old a", "old b")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
+
+
+@pytest.mark.parametrize("how", ["KILL", "TERM"])
+def test_a_writer_killed_before_the_rename_leaves_the_old_file(tmp_path, how):
+    target = tmp_path / "table.json"
+    target.write_text('{"old": true}\n')
+    script = (
+        "import sys; from scalestudy.provenance import write_json, exit_on_termination; exit_on_termination(); "
+        "write_json(__import__('pathlib').Path(sys.argv[1]), {'new': True})"
+    )
+    env = dict(os.environ, SCALESTUDY_SIGNAL_BEFORE_RENAME=how)
+    proc = subprocess.run([sys.executable, "-c", script, str(target)], env=env, capture_output=True, text=True)
+    assert proc.returncode in (-signal.SIGKILL, 128 + signal.SIGTERM), proc.stderr
+    assert target.read_text() == '{"old": true}\n'
+    left = [p.name for p in tmp_path.iterdir() if p.name != "table.json"]
+    if how == "TERM":
+        assert left == []  # SIGTERM became an exit: the temporary file was removed
+    else:  # SIGKILL: the temporary file, with the dead writer's pid, stays until the next writer clears it
+        assert len(left) == 1 and provenance.TEMPORARY.match(left[0]) and left[0].startswith(".table.json.")
+        assert provenance.remove_stale_temporaries(tmp_path) == [tmp_path / left[0]]
+        assert [p.name for p in tmp_path.iterdir()] == ["table.json"]
+
+
+def tiny_figure(title: str) -> tuple[dict, pd.DataFrame]:
+    spec = {"name": "figure-t", "title": title, "caption": "c", "runs": {"published": {"experiment": "e"}},
+            "plot": {"x": "workers", "panels": [{"y": ["throughput_total"]}]}}  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "run_id": ["r1", "r2"],
+            "run_name": ["one", "two"],
+            "experiment": "e",
+            "experiment_id": "1",
+            "source": "published",
+            "status": "FINISHED",
+            "workers": [1, 2],
+            "throughput_total": [10.0, 19.0],
+            "device": "P100",
+        }
+    )
+    return spec, runs
+
+
+def test_a_figure_whose_build_fails_while_writing_keeps_all_four_old_files(tmp_path, monkeypatch):
+    spec, runs = tiny_figure("first")
+    paths = figures.build_figure(spec, runs, source="published", out_dir=tmp_path, commit="c1")
+    before = {p.name: p.read_bytes() for p in paths}
+    assert sorted(before) == ["figure-t.caption.tex", "figure-t.json", "figure-t.pdf", "figure-t.png"]
+
+    def broken(*args):  # the last of the four files fails, after the PDF, PNG and JSON were written
+        raise OSError("disk full")
+
+    monkeypatch.setattr(figures, "caption_tex", broken)
+    spec, runs = tiny_figure("second")
+    with pytest.raises(OSError, match="disk full"):
+        figures.build_figure(spec, runs.assign(throughput_total=[10.0, 15.0]), source="published",
+                             out_dir=tmp_path, commit="c2")  # fmt: skip
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # old files, no temporary left
