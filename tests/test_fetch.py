@@ -198,6 +198,7 @@ def test_the_importer_fails_in_one_line_and_writes_nothing(tmp_path):
     assert "created" not in proc.stdout  # tf-benchmarks-2017 was read and checked, and not written either
 
 
+@pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
 def test_a_target_imports_only_the_datasets_it_draws(tmp_path):
     """make figure-N imports `python -m scalestudy.ingest --list --for figure-N`: figure-3 needs no third-party
     file, so it imports with no mirror, an empty cache and no network."""

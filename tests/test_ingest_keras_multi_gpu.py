@@ -171,6 +171,7 @@ def test_the_dataset_is_what_figure_8_and_table_5_import():
     assert proc.stdout.split() == [DATASET]
 
 
+@pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
 def test_import_is_idempotent_and_describes_the_experiment(tmp_path):
     require_raw_data()
     store = f"sqlite:///{tmp_path / 'store.db'}"

@@ -421,6 +421,7 @@ def test_device_names():
 # The command, on a real SQLite store
 
 
+@pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
 def test_cli_imports_reimports_unchanged_and_writes_nothing_on_bad_input(tmp_path):
     uri = f"sqlite:///{tmp_path / 'store' / 'store.db'}"
     args = ["logs", str(KERAS_AZ), str(TRACE), "--experiment", "az-2x-m60", "--platform", "az-2x-m60"]
