@@ -72,6 +72,11 @@ def environment(copy: Path, store: Path | None) -> dict[str, str]:
     env = dict(os.environ, PYTHONPATH=str(copy / "src"), PYTHONDONTWRITEBYTECODE="1")
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{copy / '.mlflow' / 'store.db'}"
     env.pop("SCALESTUDY_REQUIRE_ALL", None)
+    # The copy lies in a temporary folder, away from the mirror beside the checkout (../shared/reference) that the
+    # tests read the third-party raw files from: point them at it, or they skip.
+    mirror = REPO.parent / "shared" / "reference"
+    if not env.get("SCALESTUDY_DATA_MIRROR") and mirror.is_dir():
+        env["SCALESTUDY_DATA_MIRROR"] = str(mirror)
     if store:
         env["SCALESTUDY_TEST_PUBLISHED_STORE"] = str(store)
     else:
@@ -80,9 +85,10 @@ def environment(copy: Path, store: Path | None) -> dict[str, str]:
 
 
 def pytest(copy: Path, tests: list[str], env: dict, timeout: float) -> tuple[str, str, float]:
-    """(outcome, the failing tests or the tail of the output, seconds): passed, failed, error or timeout."""
+    """(outcome, the failing tests or the tail of the output, seconds): passed, failed, error, timeout or skipped
+    (all ran or were deselected, but some skipped: the unchanged copy must not, and a bug it hides is not caught)."""
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not integration",
-           "-rfE", *tests]  # fmt: skip
+           "-rfEs", *tests]  # fmt: skip
     started = time.monotonic()
     try:
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout)
@@ -90,6 +96,9 @@ def pytest(copy: Path, tests: list[str], env: dict, timeout: float) -> tuple[str
         return "timeout", f"no result in {timeout:g} s", time.monotonic() - started
     seconds = time.monotonic() - started
     failed = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", proc.stdout, flags=re.MULTILINE)
+    skipped = re.findall(r"^SKIPPED \[\d+\] (.+)$", proc.stdout, flags=re.MULTILINE)
+    if proc.returncode == 0 and skipped:  # a test that did not run proves nothing: neither caught nor passed
+        return "skipped", "; ".join(skipped[:3]), seconds
     if proc.returncode == 0:
         return "passed", "", seconds
     if proc.returncode == 1 and failed:
@@ -110,14 +119,17 @@ def plant(copy: Path, bug: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--list", choices=["main", "holdout", "all"], default="all")
+    parser.add_argument(
+        "--bugs", type=Path, default=MUTATIONS, help="the YAML of bugs (default scripts/mutations.yaml)"
+    )
+    parser.add_argument("--list", default="all", help="which list of the file: main, holdout, independent or all")
     parser.add_argument("--only", action="append", help="run only the bug with this id (repeatable)")
     parser.add_argument("--timeout", type=float, default=240, help="seconds per test run (default 240)")
     parser.add_argument("--markdown", type=Path, help="also write the result table to this file")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
     args = parser.parse_args(argv)
     try:
-        lists = load(MUTATIONS)
+        lists = load(args.bugs)
     except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

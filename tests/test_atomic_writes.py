@@ -39,6 +39,16 @@ def test_a_failing_block_leaves_every_target_as_it_was(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b.txt"]
 
 
+def test_a_set_with_a_temporary_never_written_renames_none(tmp_path):
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("old a")
+    forgotten = pytest.raises(FileNotFoundError, match=r"b\.txt: nothing was written")
+    with forgotten, provenance.atomic_files(first, second) as (tmp_first, _):
+        tmp_first.write_text("new a")  # the second file of the set is forgotten
+    assert first.read_text() == "old a" and not second.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]  # no temporary left behind
+
+
 @pytest.mark.parametrize("how", ["KILL", "TERM"])
 def test_a_writer_killed_before_the_rename_leaves_the_old_file(tmp_path, how):
     target = tmp_path / "table.json"

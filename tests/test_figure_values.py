@@ -42,6 +42,10 @@ RESNET_2_AVG = (196.80245653858435, 196.78220822382707)  # 2.err:124 and :126, s
 # 1.err:108 (took), :23 (start), :45 (init end); 2.err:134, :29, :73
 RESNET_1_WORK = 137.25749254226685 - seconds("2019-01-14 11:27:15.060020", "2019-01-14 11:28:23.277719")
 RESNET_2_WORK = 112.79737067222595 - seconds("2019-01-14 11:27:15.539741", "2019-01-14 11:28:29.566116")
+# 1.vgg_19.err:201 (took), :23 (start), :42 (init end); 32.vgg_19.err:1089, :211, :826. Steps: 500 on one GPU;
+# on 32, every rank logs global_step = 30 and a benchmark line at step 21, so each ran 31 (32 x 31 = 992 in all)
+VGG_1_WORK = 225.45039129257202 - seconds("2018-12-31 20:16:55.858277", "2018-12-31 20:17:27.256703")
+VGG_32_WORK = 67.19512629508972 - seconds("2018-12-31 20:58:37.410456", "2018-12-31 20:59:25.894856")
 # 2.inception_v4.err:78-79: current_examples_per_sec of both ranks at global step 21 (the series' first point)
 INCEPTION4_2_STEP21 = (97.97192278043796, 97.97191562900045)
 
@@ -115,6 +119,12 @@ def test_figure1_plots_speedups_of_finished_runs_by_hand(published_figures, hack
     assert value(points, panel="ResNet-v2-101", y="speedup_time_per_image", workers=2) == pytest.approx(
         RESNET_1_WORK / RESNET_2_WORK
     )  # 1.781
+    # VGG-19 on 32 GPUs processed about twice the images of its 1-GPU job: per image, not the study's ratio,
+    # which is drawn beside it as the flagged job's extra point
+    per_image = value(points, panel="VGG-19", y="speedup_time_per_image", workers=32)
+    assert per_image == pytest.approx((32 * 31 / VGG_32_WORK) / (500 / VGG_1_WORK))  # 20.58
+    assert plotted(points, panel="VGG-19", y="speedup_time_per_image", workers=32)[0]["flagged"] == "unequal_work"
+    assert value(points, panel="VGG-19", y="speedup_time", workers=32) == pytest.approx(VGG_1_WORK / VGG_32_WORK)
     # ResNet's 4- and 16-GPU jobs did not finish: no point of theirs is drawn
     assert sorted(p["workers"] for p in plotted(points, panel="ResNet-v2-101", y="speedup_speed")) == [1, 2, 8]
 

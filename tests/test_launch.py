@@ -90,12 +90,14 @@ def test_timeout_kills_the_group_and_processes_that_left_it(monkeypatch, tmp_pat
     """A "launcher" that starts one child in its group, one in a new session (still its child), and one rank
     daemonised as launchers' helpers do: forked by a subshell that exits (so the launcher is not its parent), in
     a session of its own (so not in the launcher's process group), which only the job id in its environment
-    leads to. The timeout kills all three."""
+    leads to; and one orphan left in the launcher's group without the job id (only the group kill reaches it).
+    The timeout kills all four."""
     psutil = pytest.importorskip("psutil", reason="psutil is in the test and training environments")
     pidfile, escaped, launcher = tmp_path / "pids", tmp_path / "escaped", tmp_path / "launcher"
     script = (
         f"echo $$ > {launcher}; sleep 300 & echo $! >> {pidfile}; setsid sleep 301 & echo $! >> {pidfile}; "
         f"( setsid sleep 302 </dev/null >/dev/null 2>&1 & echo $! > {escaped} ); "
+        f"( env -i sleep 303 </dev/null >/dev/null 2>&1 & echo $! >> {pidfile} ); "
         f'p=$(cat {escaped}); for i in $(seq 100); do [ "$(ps -o sid= -p $p | tr -d \' \')" = "$p" ] && break; '
         f"sleep 0.05; done; ps -o ppid=,sid= -p $p > {tmp_path / 'where'}; wait"
     )
@@ -109,7 +111,7 @@ def test_timeout_kills_the_group_and_processes_that_left_it(monkeypatch, tmp_pat
     ppid, sid = map(int, (tmp_path / "where").read_text().split())
     assert ppid != launcher_pid and sid == pid != launcher_pid  # it really left the launcher's tree and group
     pids = [int(p) for p in pidfile.read_text().split()] + [pid]
-    assert len(pids) == 3
+    assert len(pids) == 4
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == []
     assert outcome.logs == [tmp_path / launch.LAUNCHER_LOG]
