@@ -15,6 +15,15 @@ pytest_plugins = ["slurm_cluster"]  # the `slurm_cluster` fixture: a real one-no
 
 
 REFERENCE = REPO / "experiments" / "reference"
+# Lines for the end of the test log: the image's size and build time (tests/test_image.py appends them).
+IMAGE_FACTS: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if IMAGE_FACTS:
+        terminalreporter.section("container image")
+        for line in IMAGE_FACTS:
+            terminalreporter.write_line(line)
 
 
 def dataset_copy(tmp_path: Path, name: str) -> Path:

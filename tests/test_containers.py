@@ -166,6 +166,30 @@ def test_the_image_installs_the_pyproject_extras_within_the_lock(tmp_path):
     assert any("does not install the pyproject extras" in p for p in containers.check_recipes(repo))
 
 
+def test_the_two_flavours_are_checked(tmp_path):
+    """The CPU and GPU flavours of the one Dockerfile: each change below is one problem, named."""
+    repo = _repo_copy(tmp_path)
+    docker = repo / "Dockerfile"
+    good = docker.read_text()
+    assert containers.dockerfile_stages(good)["system-cpu"] == "${CPU_BASE}"
+    assert containers.dockerfile_stages(good)["image"] == "extras-${FLAVOUR}"
+    broken = {
+        "# syntax=docker/dockerfile:1\n" + good: "a `# syntax=` line makes BuildKit pull its frontend image",
+        good.replace("FROM ${CPU_BASE} AS system-cpu", "FROM debian:bookworm AS system-cpu"): (
+            "system-cpu starts FROM debian:bookworm, not the CPU_BASE argument"
+        ),
+        good.replace("--extra mxnet-gpu", "--extra mxnet-cuda"): "--extra mxnet-cuda is not an extra of pyproject",
+        good.replace("LDD_ALLOW=libcuda.so.1 ./ldd-check.sh", "true"): (
+            "stage mxnet-cuda11 builds extensions without scripts/ldd-check.sh"
+        ),
+        good.replace("AS system-gpu", "AS cuda-system"): "no stage system-gpu",
+    }
+    for text, expected in broken.items():
+        docker.write_text(text)
+        problems = containers.check_recipes(repo)
+        assert len(problems) == 1 and expected in problems[0], (expected, problems)
+
+
 def test_dockerfile_base_is_the_tag_and_the_digest_when_resolved():
     text = (REPO / "Dockerfile").read_text()
     assert containers.dockerfile_base(text).startswith("nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04")
