@@ -86,34 +86,45 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && python3.11 -m venv /opt/venv-mxnet
 WORKDIR /opt/scalestudy
-COPY pyproject.toml requirements.lock scripts/ldd-check.sh ./
+COPY pyproject.toml requirements.lock ./
 ARG HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,90
 ARG HOROVOD_MAKE_JOBS=8
-# The extra `mxnet-gpu` (mxnet-cu117 and the CUDA 11 runtime wheels) with the light group, within the lock.
-# A libcuda.so.1 stub lets MXNet import (and Horovod's CMake query it) without a driver, during the build only.
+# The extra `mxnet-gpu` (mxnet-cu117 and the CUDA 11 runtime wheels) with the light group and the harness's
+# (not the CPU `mxnet`: both are the package `mxnet`), within the lock.
+# libmxnet.so and Horovod's MXNet library get the wheels' lib/ folders as RUNPATH ($ORIGIN-relative, so the
+# environment can be copied whole into the image). Horovod links NCCL statically (its default) from this CUDA 11
+# base. A libcuda.so.1 stub lets MXNet import (and Horovod's CMake query it) without a driver, in the build only.
 # hadolint ignore=DL3013,SC3001
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle SSL_CERT_FILE=/run/secrets/ca-bundle; fi \
  && export PATH=/opt/venv-mxnet/bin:$PATH VIRTUAL_ENV=/opt/venv-mxnet \
  && python -m pip install --no-cache-dir "$(grep -E '^uv==' requirements.lock)" \
  && uv pip install --python /opt/venv-mxnet/bin/python --no-cache --compile-bytecode -r pyproject.toml \
-      --extra build --extra mxnet-gpu -c requirements.lock --excludes <(printf 'horovod\nmxnet\n') \
+      --extra build --extra train --extra mxnet-gpu -c requirements.lock --excludes <(printf 'horovod\nmxnet\n') \
  && SITE="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
  && NVLIBS="$(find "${SITE}/nvidia" -maxdepth 2 -name lib -type d | sort | tr '\n' ':')" \
  && mkdir -p /tmp/stubs && ln -s /usr/local/cuda/lib64/stubs/libcuda.so /tmp/stubs/libcuda.so.1 \
  && export LD_LIBRARY_PATH="/tmp/stubs:${NVLIBS}${LD_LIBRARY_PATH:-}" MAKEFLAGS="-j${HOROVOD_MAKE_JOBS}" \
- && patchelf --set-rpath "$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/..|g")" "${SITE}/mxnet/libmxnet.so" \
+ && RPATH_MXNET="$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/..|g")" \
+ && OLD_RPATH="$(patchelf --print-rpath "${SITE}/mxnet/libmxnet.so")" \
+ && patchelf --set-rpath "${OLD_RPATH:+${OLD_RPATH}:}${RPATH_MXNET}" "${SITE}/mxnet/libmxnet.so" \
  && python -c 'import mxnet; assert mxnet.__version__' \
  && HOROVOD_VERSION="$(sed -n 's/^horovod==//p' requirements.lock)" \
- && HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED HOROVOD_WITH_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 \
-    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 \
-    HOROVOD_NCCL_HOME="${SITE}/nvidia/nccl" HOROVOD_CUDA_HOME=/usr/local/cuda \
+ && HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITH_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 \
+    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITH_MPI=1 HOROVOD_CUDA_HOME=/usr/local/cuda \
     pip install --no-deps --no-build-isolation --no-binary=horovod "horovod==${HOROVOD_VERSION}" \
  && for so in "${SITE}"/horovod/mxnet/mpi_lib*.so; do \
-      patchelf --set-rpath "\$ORIGIN/../../mxnet:$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/../..|g")" "$so"; done \
+      OLD_RPATH="$(patchelf --print-rpath "$so")" \
+   && patchelf --set-rpath "${OLD_RPATH:+${OLD_RPATH}:}\$ORIGIN/../../mxnet:$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/../..|g")" "$so"; \
+    done \
  && python -c 'import horovod.mxnet as m; assert m.nccl_built() and m.gloo_built() and m.mpi_built(), "NCCL/Gloo/MPI"' \
- && rm /tmp/stubs/libcuda.so.1 \
- && LDD_ALLOW=libcuda.so.1 ./ldd-check.sh "${SITE}/mxnet/libmxnet.so" "${SITE}"/horovod/mxnet/mpi_lib*.so
+ && pip check \
+ && rm -r /tmp/stubs
+# Every library resolves through the RUNPATHs alone (no LD_LIBRARY_PATH; the driver's libcuda.so.1 comes from
+# the container runtime on a GPU node).
+COPY scripts/ldd-check.sh ./
+RUN SITE="$(/opt/venv-mxnet/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && env -u LD_LIBRARY_PATH LDD_ALLOW=libcuda.so.1 ./ldd-check.sh "${SITE}/mxnet/libmxnet.so" "${SITE}"/horovod/mxnet/mpi_lib*.so
 
 # ---------------------------------------------------------------------------------------------------------
 # Both flavours from here: the lock's packages, Horovod, the project.
@@ -134,7 +145,7 @@ WORKDIR /opt/scalestudy
 # (built below). The host's CA bundle, where a TLS-intercepting proxy needs it, is a build secret (id
 # ca-bundle), never a layer. Only pyproject.toml and the lock are copied first: a change under src/ or conf/
 # leaves this layer and Horovod's cached.
-COPY pyproject.toml requirements.lock scripts/ldd-check.sh ./
+COPY pyproject.toml requirements.lock ./
 # hadolint ignore=DL3013,SC3001
 RUN --mount=type=secret,id=ca-bundle \
     if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle SSL_CERT_FILE=/run/secrets/ca-bundle; fi \
@@ -167,9 +178,14 @@ RUN --mount=type=secret,id=ca-bundle \
  && pip check \
  && python -c 'import horovod.tensorflow as t; assert t.gloo_built() and t.mpi_built(), "TF: Gloo/MPI"' \
  && python -c 'import horovod.mxnet as m; assert m.gloo_built() and m.mpi_built(), "MXNet: Gloo/MPI"' \
- && horovodrun --check-build \
- && SITE="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
- && LDD_ALLOW="$([ "${FLAVOUR}" = gpu ] && echo libcuda.so.1)" ./ldd-check.sh \
+ && horovodrun --check-build
+
+# Every library each framework's extension needs resolves (its own step: a change of the check rebuilds no
+# Horovod). TensorFlow's own folder stands for `import tensorflow`, which loads libtensorflow_framework.so.2
+# before Horovod's library; in the GPU flavour the driver's libcuda.so.1 comes from the container runtime.
+COPY scripts/ldd-check.sh ./
+RUN SITE="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+ && LDD_ALLOW="$([ "${FLAVOUR}" = gpu ] && echo libcuda.so.1)" LDD_LIBRARY_PATH="${SITE}/tensorflow" ./ldd-check.sh \
       "${SITE}"/horovod/tensorflow/mpi_lib*.so "${SITE}"/horovod/mxnet/mpi_lib*.so "${SITE}/mxnet/libmxnet.so"
 
 FROM deps AS extras-cpu
@@ -212,8 +228,11 @@ LABEL org.opencontainers.image.title="scalestudy" \
       org.scalestudy.lock.sha256="${LOCK_SHA256}"
 
 # The image's own configs; results go to the working directory's .mlflow/ (mount one at /work).
+# PYTHONNOUSERSITE: under Apptainer the home folder is bound in, and its ~/.local must not shadow the image's
+# packages (kept by every route to a SIF, `apptainer build x.sif docker://...` too).
 ENV SCALESTUDY_CONF=/opt/scalestudy/conf \
-    TF_CPP_MIN_LOG_LEVEL=1
+    TF_CPP_MIN_LOG_LEVEL=1 \
+    PYTHONNOUSERSITE=1
 
 USER 1000:1000
 WORKDIR /work

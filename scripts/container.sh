@@ -9,7 +9,7 @@
 #
 # Environment: IMAGE (default scalestudy:local, the CPU flavour scalestudy:cpu), FLAVOUR (gpu or cpu), SIF
 # (default scalestudy.sif), PYTHON (default .venv/bin/python), SIF_FROM_ARCHIVE=path.tar to build the .sif from
-# `docker save` output on a machine without Docker, DOCKER (the docker CLI; default Debian's docker.io one,
+# `docker save` output on a machine without Docker, SIF_FROM_REGISTRY=REGISTRY/scalestudy:TAG from a registry, DOCKER (the docker CLI; default Debian's docker.io one,
 # /usr/bin/docker, where it exists: a newer CLI without its buildx plugin refuses BuildKit), CA_BUNDLE (the CA
 # certificates pip and uv trust inside the build, given as a BuildKit secret, never a layer; default the
 # system's bundle where there is one).
@@ -76,11 +76,19 @@ build_sif() {
   runtime="$(command -v apptainer || command -v singularity || true)"
   [ -n "$runtime" ] || die 3 "neither apptainer nor singularity is installed here: build the .sif on a machine that has one (Apptainer >= 1.2 for %arguments)"
   local def=Singularity.def tmpdef=""
+  # Without Docker here (HPC login nodes): the same definition, bootstrapped from a `docker save` archive or
+  # from a registry, so that its %environment, %labels and %test come along.
   if [ -n "${SIF_FROM_ARCHIVE:-}" ]; then
     [ -f "$SIF_FROM_ARCHIVE" ] || die 1 "SIF_FROM_ARCHIVE=$SIF_FROM_ARCHIVE: no such file (make it with: docker save $IMAGE -o scalestudy.tar)"
     tmpdef="$(mktemp --suffix=.def)"
-    trap 'rm -f "$tmpdef"' EXIT
-    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker-archive/' -e "s|^From: .*|From: $SIF_FROM_ARCHIVE|" \
+    trap "rm -f '$tmpdef'" EXIT  # expanded now: tmpdef is local, gone when the trap runs
+    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker-archive/' \
+      -e "s|^From: .*|From: $(realpath "$SIF_FROM_ARCHIVE")|" Singularity.def > "$tmpdef"
+    def="$tmpdef"
+  elif [ -n "${SIF_FROM_REGISTRY:-}" ]; then
+    tmpdef="$(mktemp --suffix=.def)"
+    trap "rm -f '$tmpdef'" EXIT  # expanded now: tmpdef is local, gone when the trap runs
+    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker/' -e "s|^From: .*|From: ${SIF_FROM_REGISTRY#docker://}|" \
       Singularity.def > "$tmpdef"
     def="$tmpdef"
   else

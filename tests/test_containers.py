@@ -229,6 +229,34 @@ def test_container_script_says_clearly_where_no_engine_is(tmp_path):
     assert usage.returncode == 2 and "usage:" in usage.stderr
 
 
+def test_a_sif_without_docker_comes_from_an_archive_or_a_registry_with_the_same_definition(tmp_path):
+    """The routes of an HPC login node: the definition apptainer is given bootstraps from the `docker save`
+    archive or the registry image, and keeps Singularity.def's %environment and %test."""
+    (tmp_path / "repo").mkdir()
+    repo = _repo_copy(tmp_path / "repo")
+    bin_dir = tmp_path / "bin"
+    _fake(bin_dir, "apptainer", f'echo "$@" > {tmp_path}/args; cp "${{@: -1}}" {tmp_path}/given.def')
+    archive = tmp_path / "scalestudy.tar"
+    archive.write_bytes(b"")
+    env_archive = {"SIF_FROM_ARCHIVE": str(archive)}
+    proc = subprocess.run(["bash", str(repo / "scripts" / "container.sh"), "sif"], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", **env_archive), timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    given = parse_definition(tmp_path / "given.def")
+    assert (given.bootstrap, given.base) == ("docker-archive", str(archive))
+    original = parse_definition(repo / "Singularity.def")
+    for section in ("environment", "test", "runscript"):
+        assert given.section(section).text() == original.section(section).text()
+    proc = subprocess.run(["bash", str(repo / "scripts" / "container.sh"), "sif"], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin",
+                                   SIF_FROM_REGISTRY="docker://registry.example.org/scalestudy:0.1.0-cpu"),
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    given = parse_definition(tmp_path / "given.def")
+    assert (given.bootstrap, given.base) == ("docker", "registry.example.org/scalestudy:0.1.0-cpu")
+    assert given.section("test").text() == original.section("test").text()
+
+
 def test_refresh_digest_pins_the_base_in_the_dockerfile(tmp_path):
     (tmp_path / "repo").mkdir()
     repo = _repo_copy(tmp_path / "repo")
