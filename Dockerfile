@@ -226,6 +226,8 @@ LABEL org.opencontainers.image.title="scalestudy" \
       org.opencontainers.image.base.name="${BASE_NAME}" \
       org.scalestudy.flavour="${FLAVOUR}" \
       org.scalestudy.lock.sha256="${LOCK_SHA256}"
+# Figures and runs made in the image name the commit it was built from (it holds no .git).
+ENV SCALESTUDY_GIT_COMMIT="${GIT_COMMIT}"
 
 # The image's own configs; results go to the working directory's .mlflow/ (mount one at /work).
 # PYTHONNOUSERSITE: under Apptainer the home folder is bound in, and its ~/.local must not shadow the image's

@@ -30,12 +30,18 @@ daemon_start() {
     echo "PID="
     return
   fi
+  local sock="unix://$RUNDIR/docker.sock"
+  if DOCKER_HOST="$sock" "$DOCKER" info >/dev/null 2>&1; then  # another session's private daemon: not ours to stop
+    echo "DOCKER_HOST=$sock"
+    echo "PID="
+    return
+  fi
   [ "$(id -u)" = 0 ] || die 3 "no Docker engine answers and a private one needs root"
   local dockerd
   dockerd="$(command -v dockerd || echo /usr/sbin/dockerd)"
   [ -x "$dockerd" ] || die 3 "no dockerd: install Debian's docker.io (make system-image)"
   mkdir -p "$ROOT" "$RUNDIR"
-  local sock="unix://$RUNDIR/docker.sock" log="$ROOT/dockerd.log"
+  local log="$ROOT/dockerd.log"
   # vfs works on any file system (no overlay mounts in a container); no bridge or iptables: containers and
   # builds use the host's network (--network host).
   setsid "$dockerd" --storage-driver=vfs --iptables=false --ip6tables=false --bridge=none \
@@ -106,11 +112,24 @@ image_name() {
   if [ -n "${IMAGE:-}" ]; then echo "$IMAGE"; elif [ "$1" = cpu ]; then echo scalestudy:cpu; else echo scalestudy:local; fi
 }
 
-# The step BuildKit's plain log says failed (its "------ / > [stage n/m] INSTRUCTION:" block) and the last lines
-# that step printed: one line to read first, instead of a log of thousands.
+# The step that failed, from BuildKit's plain log ("#N ERROR: ..." names the vertex N; "#N [stage i/n] ..." is
+# its instruction, "#N <seconds> ..." its output), and the last lines it printed: what to read first, instead of
+# a log of thousands of lines. The CA-bundle preamble of the RUN lines is left out of the step's name.
 failed_step() {
-  awk '
-    /^------$/ { if (inblock) { inblock = 0; done = 1 } else if (!done) { inblock = 1 } ; next }
+  local vertex
+  vertex="$(sed -n 's/^#\([0-9]*\) ERROR: .*/\1/p' "$1" | tail -n 1)"
+  if [ -z "$vertex" ]; then
+    echo "image.sh: the build failed before any step ran: $(grep -v '^#' "$1" | grep -v '^\s*$' | tail -n 1)"
+    return
+  fi
+  local step
+  step="$(grep -m1 "^#$vertex \[" "$1" | sed -e "s/^#$vertex //" -e 's/--mount=type=secret,id=ca-bundle *//' \
+    -e 's/if \[ -s \/run\/secrets\/ca-bundle \]; then export [^;]*; fi *&& *//' -e 's/  */ /g')"
+  [ "${#step}" -le 200 ] || step="${step:0:197}..."
+  echo "image.sh: the build failed at step $step"
+  grep "^#$vertex [0-9][0-9.]* " "$1" | sed "s/^#$vertex [0-9.]* */image.sh:   /" | tail -n 5
+  grep "^#$vertex ERROR: " "$1" | sed 's/.*\(exit code: [0-9]*\).*/image.sh:   (\1)/' | tail -n 1
+}
     inblock && step == "" && /^ > \[/ { step = $0; sub(/^ > /, "", step); next }
     inblock { sub(/^#[0-9]+ [0-9.]+ /, ""); last[++n] = $0 }
     END {

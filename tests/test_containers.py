@@ -276,3 +276,17 @@ def test_refresh_digest_pins_the_base_in_the_dockerfile(tmp_path):
     _fake(bin_dir, "crane", "echo 'GET https://index.docker.io: no route to host' >&2; exit 1")
     failed = _script(repo, "refresh-digest", path_dirs=[bin_dir])
     assert failed.returncode == 1 and "could not resolve" in failed.stderr
+
+
+def test_outside_a_checkout_the_commit_is_the_one_the_image_was_built_from(monkeypatch, tmp_path):
+    """The images hold no .git: figures and runs made in one name SCALESTUDY_GIT_COMMIT (the Dockerfile sets it
+    from its GIT_COMMIT build argument); anything but a commit there is 'unknown', as before."""
+    from scalestudy.provenance import git_commit
+
+    monkeypatch.delenv("SCALESTUDY_GIT_COMMIT", raising=False)
+    assert git_commit(tmp_path) == "unknown"
+    monkeypatch.setenv("SCALESTUDY_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567-dirty")
+    assert git_commit(tmp_path) == "0123456789abcdef0123456789abcdef01234567-dirty"
+    monkeypatch.setenv("SCALESTUDY_GIT_COMMIT", "unknown")
+    assert git_commit(tmp_path) == "unknown"
+    assert 'ENV SCALESTUDY_GIT_COMMIT="${GIT_COMMIT}"' in (REPO / "Dockerfile").read_text()
