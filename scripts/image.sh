@@ -130,15 +130,6 @@ failed_step() {
   grep "^#$vertex [0-9][0-9.]* " "$1" | sed "s/^#$vertex [0-9.]* */image.sh:   /" | tail -n 5
   grep "^#$vertex ERROR: " "$1" | sed 's/.*\(exit code: [0-9]*\).*/image.sh:   (\1)/' | tail -n 1
 }
-    inblock && step == "" && /^ > \[/ { step = $0; sub(/^ > /, "", step); next }
-    inblock { sub(/^#[0-9]+ [0-9.]+ /, ""); last[++n] = $0 }
-    END {
-      if (step == "") { print "image.sh: the build failed before any step ran (see the log above)"; exit }
-      if (length(step) > 160) step = substr(step, 1, 157) "..."
-      print "image.sh: the build failed at step " step
-      for (i = (n > 5 ? n - 4 : 1); i <= n; i++) if (last[i] != "") print "image.sh:   " last[i]
-    }' "$1"
-}
 
 case "${1:-}" in
   daemon-start) daemon_start ;;
