@@ -103,9 +103,28 @@ build() {
     rm -f "$log"
     return 1
   fi
+  local steps cached
+  steps="$(grep -oE '^#[0-9]+ \[[a-z0-9-]+ [0-9]+/[0-9]+\]' "$log" | cut -d' ' -f1 | sort -u)"
+  cached="$(grep -E '^#[0-9]+ CACHED$' "$log" | cut -d' ' -f1 | sort -u | grep -cxF -f <(echo "$steps") || true)"
   rm -f "$log"
-  echo "build time: $(($(date +%s) - start)) s"
+  echo "build time: $(($(date +%s) - start)) s ($cached of $(echo "$steps" | grep -c .) steps from the layer cache)"
   echo "image size: $("$DOCKER" image inspect --format '{{.Size}}' "$(image_name "$flavour")") bytes"
+  prune_earlier "$flavour"
+}
+
+# With the vfs storage driver every layer is a whole copy of the file system (about 30 GB for the CPU image and
+# its build cache): the images of earlier builds of this flavour (their scalestudy:<commit>[-cpu] tags), dangling
+# images and unreferenced build cache go once a build succeeds. The layer cache of this build stays.
+prune_earlier() {
+  local current suffix="" ref
+  current="$("$DOCKER" image inspect --format '{{.Id}}' "$(image_name "$1")")"
+  [ "$1" = cpu ] && suffix=-cpu
+  while read -r ref id; do
+    [[ "$ref" =~ ^scalestudy:[0-9a-f]{12}(-dirty)?$suffix$ ]] && [ "$id" != "$current" ] || continue
+    "$DOCKER" rmi "$ref" >/dev/null
+  done < <("$DOCKER" images --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}}' scalestudy)
+  "$DOCKER" image prune -f >/dev/null
+  "$DOCKER" builder prune -f >/dev/null
 }
 
 image_name() {
