@@ -13,7 +13,7 @@
 #     lock's pin) is a CUDA 11 build whose libmxnet.so needs CUDA 11's libcudart.so.11.0, libcublas.so.11, ...
 #     and a CUDA 11 libcudnn.so.8, whose soname clashes with TF's CUDA 12 cuDNN. That environment holds the
 #     CUDA 11 runtime libraries as NVIDIA's pip wheels (nvidia-*-cu11, pinned in the lock), and libmxnet.so and
-#     Horovod's MXNet library find them by their RUNPATH (set with patchelf), never through the system's
+#     Horovod's MXNet library find them by their RPATH (set with patchelf), never through the system's
 #     library path: a process loads one CUDA or the other. Its Horovod (NCCL, Gloo, MPI) is built in a CUDA 11
 #     stage (mxnet-cuda11 below). The MXNet runner takes it for device=gpu (SCALESTUDY_MXNET_GPU_PYTHON).
 #   - /opt/venv keeps the lock's CPU `mxnet` too, for device=cpu jobs (mxnet-cu117 cannot even be imported
@@ -91,8 +91,9 @@ ARG HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,90
 ARG HOROVOD_MAKE_JOBS=8
 # The extra `mxnet-gpu` (mxnet-cu117 and the CUDA 11 runtime wheels) with the light group and the harness's
 # (not the CPU `mxnet`: both are the package `mxnet`), within the lock.
-# libmxnet.so and Horovod's MXNet library get the wheels' lib/ folders as RUNPATH ($ORIGIN-relative, so the
-# environment can be copied whole into the image). Horovod links NCCL statically (its default) from this CUDA 11
+# libmxnet.so and Horovod's MXNet library get the wheels' lib/ folders added to their RPATH ($ORIGIN-relative,
+# so the environment can be copied whole into the image; DT_RPATH, not RUNPATH: it also serves what those
+# libraries load, libcublasLt.so.11 for libcublas.so.11, and comes before LD_LIBRARY_PATH). Horovod links NCCL statically (its default) from this CUDA 11
 # base. A libcuda.so.1 stub lets MXNet import (and Horovod's CMake query it) without a driver, in the build only.
 # hadolint ignore=DL3013,SC3001
 RUN --mount=type=secret,id=ca-bundle \
@@ -107,7 +108,7 @@ RUN --mount=type=secret,id=ca-bundle \
  && export LD_LIBRARY_PATH="/tmp/stubs:${NVLIBS}${LD_LIBRARY_PATH:-}" MAKEFLAGS="-j${HOROVOD_MAKE_JOBS}" \
  && RPATH_MXNET="$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/..|g")" \
  && OLD_RPATH="$(patchelf --print-rpath "${SITE}/mxnet/libmxnet.so")" \
- && patchelf --set-rpath "${OLD_RPATH:+${OLD_RPATH}:}${RPATH_MXNET}" "${SITE}/mxnet/libmxnet.so" \
+ && patchelf --force-rpath --set-rpath "${OLD_RPATH:+${OLD_RPATH}:}${RPATH_MXNET}" "${SITE}/mxnet/libmxnet.so" \
  && python -c 'import mxnet; assert mxnet.__version__' \
  && HOROVOD_VERSION="$(sed -n 's/^horovod==//p' requirements.lock)" \
  && HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_WITH_MXNET=1 HOROVOD_WITHOUT_TENSORFLOW=1 \
@@ -115,12 +116,12 @@ RUN --mount=type=secret,id=ca-bundle \
     pip install --no-deps --no-build-isolation --no-binary=horovod "horovod==${HOROVOD_VERSION}" \
  && for so in "${SITE}"/horovod/mxnet/mpi_lib*.so; do \
       OLD_RPATH="$(patchelf --print-rpath "$so")" \
-   && patchelf --set-rpath "${OLD_RPATH:+${OLD_RPATH}:}\$ORIGIN/../../mxnet:$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/../..|g")" "$so"; \
+   && patchelf --force-rpath --set-rpath "${OLD_RPATH:+${OLD_RPATH}:}\$ORIGIN/../../mxnet:$(echo "${NVLIBS%:}" | sed "s|${SITE}|\$ORIGIN/../..|g")" "$so"; \
     done \
  && python -c 'import horovod.mxnet as m; assert m.nccl_built() and m.gloo_built() and m.mpi_built(), "NCCL/Gloo/MPI"' \
  && pip check \
  && rm -r /tmp/stubs
-# Every library resolves through the RUNPATHs alone (no LD_LIBRARY_PATH; the driver's libcuda.so.1 comes from
+# Every library resolves through the RPATHs alone (no LD_LIBRARY_PATH; the driver's libcuda.so.1 comes from
 # the container runtime on a GPU node).
 COPY scripts/ldd-check.sh ./
 RUN SITE="$(/opt/venv-mxnet/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \

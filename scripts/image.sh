@@ -121,10 +121,11 @@ prune_earlier() {
   [ "$1" = cpu ] && suffix=-cpu
   while read -r ref id; do
     [[ "$ref" =~ ^scalestudy:[0-9a-f]{12}(-dirty)?$suffix$ ]] && [ "$id" != "$current" ] || continue
-    "$DOCKER" rmi "$ref" >/dev/null
+    "$DOCKER" rmi "$ref" >/dev/null || echo "image.sh: warning: could not remove $ref" >&2
   done < <("$DOCKER" images --no-trunc --format '{{.Repository}}:{{.Tag}} {{.ID}}' scalestudy)
-  "$DOCKER" image prune -f >/dev/null
-  "$DOCKER" builder prune -f >/dev/null
+  # Best effort: the build has succeeded (a cache record of an interrupted build can make BuildKit's prune fail).
+  "$DOCKER" image prune -f >/dev/null || echo "image.sh: warning: docker image prune failed" >&2
+  "$DOCKER" builder prune -f >/dev/null 2>&1 || echo "image.sh: warning: docker builder prune failed" >&2
 }
 
 image_name() {
