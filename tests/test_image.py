@@ -145,6 +145,12 @@ def _store_runs(db: Path) -> list[dict]:
     return out
 
 
+def job_logs(job: Path) -> str:
+    """The tails of a failed job's launcher and rank logs (the folder goes with pytest's temporary folders)."""
+    logs = [job / "launcher.log", *sorted((job / "rank-logs").glob("**/*"))]
+    return "".join(f"\n--- {p}\n" + p.read_text(errors="replace")[-1500:] for p in logs if p.is_file())
+
+
 def test_two_rank_jobs_of_both_frameworks_write_to_a_store_on_the_host(docker_env, cpu_image, tmp_path):
     work = writable_dir(tmp_path / "work")
     common = [
@@ -166,7 +172,9 @@ def test_two_rank_jobs_of_both_frameworks_write_to_a_store_on_the_host(docker_en
             docker_env, cpu_image, f"framework={framework}", *common, f"hydra.run.dir=/work/{framework}",
             mounts={work: "/work"},
         )  # fmt: skip
-        assert proc.returncode == 0, f"{framework}: {proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, f"{framework}: {proc.stdout[-2000:]}\n{proc.stderr[-3000:]}" + job_logs(
+            work / framework
+        )
     runs = _store_runs(work / "store.db")  # the host reads what the image wrote
     assert sorted(r["params"]["framework"] for r in runs) == ["mxnet", "tensorflow"]
     for run in runs:
