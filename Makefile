@@ -35,6 +35,9 @@ APT_PAPER := latexmk texlive-latex-recommended texlive-fonts-recommended lmodern
 APT_UI := chromium chromium-driver
 APT_SLURM := munge slurmctld slurmd slurm-client
 APT_BUILD := g++ cmake
+# The CPU image's test: Debian's Docker 20.10 (its CLI does BuildKit without buildx) and mmdebstrap (the base
+# where no registry answers).
+APT_IMAGE := docker.io mmdebstrap
 apt_install = if [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian packages: $(1)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
@@ -42,7 +45,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 
 .PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
-	container-check lint model-sizes mutation-check
+	container-check lint model-sizes mutation-check system-image image-cpu image-test
 
 help: ## this list (from the `##` comments of the Makefile)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
@@ -86,6 +89,12 @@ system-slurm:
 
 system-build:
 	@command -v g++ >/dev/null && command -v cmake >/dev/null || { $(call apt_install,$(APT_BUILD)); }
+
+# Only as root: elsewhere tests/test_image.py runs with the Docker engine it finds, or says why it skips.
+system-image:
+	@PATH=$$PATH:/usr/sbin; [ -x /usr/bin/docker ] && command -v dockerd >/dev/null && command -v mmdebstrap >/dev/null \
+	  || { if [ "$$(id -u)" = 0 ]; then $(call apt_install,$(APT_IMAGE)); \
+	       else echo "no Debian docker.io/mmdebstrap here and not root: the image test will skip" >&2; fi; }
 
 # ---------------------------------------------------------------------------------------------
 # MLflow store
@@ -170,6 +179,14 @@ model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable paramet
 docker: ## the GPU image from the Dockerfile (where a Docker engine runs)
 	scripts/container.sh docker
 
+image-cpu: system-image ## the CPU image scalestudy:cpu (where a Docker engine runs; the Debian base made here if it cannot be pulled)
+	scripts/image.sh build cpu
+
+# Builds the CPU image (a private dockerd when none answers, stopped afterwards) and runs it: --help, figure-3,
+# 2-rank TensorFlow and MXNet jobs into a store on the host, Singularity.def's %test, ldd, a broken lock.
+image-test: $(VENV)/.test.stamp system-image ## build the CPU image here and test it (root, or a running Docker)
+	$(PY) -m pytest -v tests/test_image.py
+
 sif: ## the Apptainer image from Singularity.def (where apptainer runs)
 	scripts/container.sh sif
 
@@ -181,7 +198,7 @@ container-check: $(VENV)/.test.stamp ## the recipe checks that need no engine (h
 
 # ---------------------------------------------------------------------------------------------
 # The whole suite runs in the training environment (it holds the light group too), so nothing is skipped.
-test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm ## lint, then every test (installs what it needs)
+test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm system-image ## lint, then every test (installs what it needs; the image test as root or with Docker)
 	$(TRAIN_VENV)/bin/ruff check src tests benchmarks scripts
 	$(TRAIN_VENV)/bin/ruff format --check src tests benchmarks scripts
 	SCALESTUDY_REQUIRE_ALL=1 $(TRAIN_PY) -m pytest -q  # a skip here is a failure (tests/require_all.py)

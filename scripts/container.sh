@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
 # Build the study's images where the engine exists, and say clearly (non-zero exit) where it does not.
 #
-#   scripts/container.sh docker           # the GPU image from the Dockerfile -> $IMAGE (and scalestudy:<commit>)
+#   scripts/container.sh docker [ARGS]    # the image from the Dockerfile -> $IMAGE (and scalestudy:<commit>[-cpu]);
+#                                         # FLAVOUR=gpu (default) or cpu; ARGS go to docker build
 #   scripts/container.sh sif              # $SIF from Singularity.def, bootstrapped from the Docker image $IMAGE
 #   scripts/container.sh refresh-digest   # resolve the base tag to its digest and write it into the Dockerfile
 #   scripts/container.sh check            # the checks that need no engine (hadolint, Singularity.def, lock)
 #
-# Environment: IMAGE (default scalestudy:local), SIF (default scalestudy.sif), PYTHON (default .venv/bin/python),
-# SIF_FROM_ARCHIVE=path.tar to build the .sif from `docker save` output on a machine without Docker.
+# Environment: IMAGE (default scalestudy:local, the CPU flavour scalestudy:cpu), FLAVOUR (gpu or cpu), SIF
+# (default scalestudy.sif), PYTHON (default .venv/bin/python), SIF_FROM_ARCHIVE=path.tar to build the .sif from
+# `docker save` output on a machine without Docker, SIF_FROM_REGISTRY=REGISTRY/scalestudy:TAG from a registry, DOCKER (the docker CLI; default Debian's docker.io one,
+# /usr/bin/docker, where it exists: a newer CLI without its buildx plugin refuses BuildKit), CA_BUNDLE (the CA
+# certificates pip and uv trust inside the build, given as a BuildKit secret, never a layer; default the
+# system's bundle where there is one).
 # Exit codes: 0 built, 1 a build or check failed, 2 usage, 3 the engine or tool is missing here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+FLAVOUR="${FLAVOUR:-gpu}"
+[ "$FLAVOUR" = cpu ] && [ -z "${IMAGE:-}" ] && IMAGE=scalestudy:cpu
 IMAGE="${IMAGE:-scalestudy:local}"
+if [ -z "${DOCKER:-}" ]; then
+  if [ -x /usr/bin/docker ]; then DOCKER=/usr/bin/docker; else DOCKER=docker; fi
+fi
+CPU_BASE="${CPU_BASE:-debian:bookworm}"
+CA_BUNDLE="${CA_BUNDLE-/etc/ssl/certs/ca-certificates.crt}"
+docker() { "$DOCKER" "$@"; }
 SIF="${SIF:-scalestudy.sif}"
 PYTHON="${PYTHON:-.venv/bin/python}"
 
@@ -22,7 +35,7 @@ base_tag() { sed -n 's/^ARG CUDA_BASE_TAG=//p' Dockerfile; }
 lock_sha() { sha256sum requirements.lock | cut -d' ' -f1; }
 
 need_docker_engine() {
-  command -v docker >/dev/null 2>&1 || die 3 "no docker command on this machine: install Docker (or build elsewhere)"
+  command -v "$DOCKER" >/dev/null 2>&1 || die 3 "no docker command on this machine: install Docker (or build elsewhere)"
   local why
   if ! why="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
     die 3 "the docker client is here but no Docker engine answers (docker info: ${why##*$'\n'}); build on a machine with a running engine"
@@ -31,17 +44,24 @@ need_docker_engine() {
 
 build_docker() {
   need_docker_engine
-  local version commit short
+  case "$FLAVOUR" in cpu | gpu) ;; *) die 2 "FLAVOUR=$FLAVOUR: choose gpu or cpu" ;; esac
+  local version commit short suffix="" secret=()
   version="$(sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -n1)"
-  commit="$(PYTHONPATH=src "$PYTHON" -m scalestudy.provenance commit)"
+  commit="$(PYTHONPATH=src "$PYTHON" -m scalestudy.provenance commit 2>/dev/null || git rev-parse HEAD 2>/dev/null || echo unknown)"
   short="${commit:0:12}"
-  echo "building $IMAGE (scalestudy $version, commit $commit, lock sha256 $(lock_sha))"
-  docker build \
+  local base_name="docker.io/nvidia/cuda:$(base_tag)"
+  if [ "$FLAVOUR" = cpu ]; then suffix=-cpu base_name="$CPU_BASE"; fi
+  [ -n "$CA_BUNDLE" ] && [ -s "$CA_BUNDLE" ] && secret=(--secret "id=ca-bundle,src=$CA_BUNDLE")
+  echo "building $IMAGE ($FLAVOUR flavour, scalestudy $version, commit $commit, lock sha256 $(lock_sha))"
+  # BuildKit: only the stages the flavour needs, build secrets; the host's network (no bridge needed).
+  DOCKER_BUILDKIT=1 docker build --network host --progress plain "${secret[@]}" "$@" \
+    --build-arg FLAVOUR="$FLAVOUR" --build-arg CPU_BASE="$CPU_BASE" --build-arg BASE_NAME="$base_name" \
     --build-arg VERSION="$version" \
     --build-arg GIT_COMMIT="$commit" \
     --build-arg LOCK_SHA256="$(lock_sha)" \
     --build-arg BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
-    -t "$IMAGE" -t "scalestudy:${short%-dirty}" .
+    -t "$IMAGE" -t "scalestudy:${short%-dirty}$suffix" .
+  if [ "$FLAVOUR" = cpu ]; then echo "built $IMAGE"; return; fi
   local digest
   digest="$(docker image inspect --format '{{join .RepoDigests " "}}' "nvidia/cuda:$(base_tag)" 2>/dev/null || true)"
   if ! grep -q '^ARG CUDA_BASE_DIGEST=sha256:' Dockerfile; then
@@ -56,11 +76,19 @@ build_sif() {
   runtime="$(command -v apptainer || command -v singularity || true)"
   [ -n "$runtime" ] || die 3 "neither apptainer nor singularity is installed here: build the .sif on a machine that has one (Apptainer >= 1.2 for %arguments)"
   local def=Singularity.def tmpdef=""
+  # Without Docker here (HPC login nodes): the same definition, bootstrapped from a `docker save` archive or
+  # from a registry, so that its %environment, %labels and %test come along.
   if [ -n "${SIF_FROM_ARCHIVE:-}" ]; then
     [ -f "$SIF_FROM_ARCHIVE" ] || die 1 "SIF_FROM_ARCHIVE=$SIF_FROM_ARCHIVE: no such file (make it with: docker save $IMAGE -o scalestudy.tar)"
     tmpdef="$(mktemp --suffix=.def)"
-    trap 'rm -f "$tmpdef"' EXIT
-    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker-archive/' -e "s|^From: .*|From: $SIF_FROM_ARCHIVE|" \
+    trap "rm -f '$tmpdef'" EXIT  # expanded now: tmpdef is local, gone when the trap runs
+    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker-archive/' \
+      -e "s|^From: .*|From: $(realpath "$SIF_FROM_ARCHIVE")|" Singularity.def > "$tmpdef"
+    def="$tmpdef"
+  elif [ -n "${SIF_FROM_REGISTRY:-}" ]; then
+    tmpdef="$(mktemp --suffix=.def)"
+    trap "rm -f '$tmpdef'" EXIT  # expanded now: tmpdef is local, gone when the trap runs
+    sed -e 's/^Bootstrap: docker-daemon$/Bootstrap: docker/' -e "s|^From: .*|From: ${SIF_FROM_REGISTRY#docker://}|" \
       Singularity.def > "$tmpdef"
     def="$tmpdef"
   else
@@ -109,7 +137,7 @@ check() {
 }
 
 case "${1:-}" in
-  docker) build_docker ;;
+  docker) shift; build_docker "$@" ;;
   sif) build_sif ;;
   refresh-digest) refresh_digest ;;
   check) check ;;

@@ -64,6 +64,16 @@ def raw_dir(name: str) -> Path:
 # by scripts/mutation_check.py only).
 PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
 
+# Lines for the end of the test log: the image's size and build time (tests/test_image.py appends them).
+IMAGE_FACTS: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    if IMAGE_FACTS:
+        terminalreporter.section("container image")
+        for line in IMAGE_FACTS:
+            terminalreporter.write_line(line)
+
 
 def dataset_copy(tmp_path: Path, name: str) -> Path:
     """A writable copy of the published dataset folder experiments/reference/<name>, with its raw files (fetched,

@@ -166,6 +166,30 @@ def test_the_image_installs_the_pyproject_extras_within_the_lock(tmp_path):
     assert any("does not install the pyproject extras" in p for p in containers.check_recipes(repo))
 
 
+def test_the_two_flavours_are_checked(tmp_path):
+    """The CPU and GPU flavours of the one Dockerfile: each change below is one problem, named."""
+    repo = _repo_copy(tmp_path)
+    docker = repo / "Dockerfile"
+    good = docker.read_text()
+    assert containers.dockerfile_stages(good)["system-cpu"] == "${CPU_BASE}"
+    assert containers.dockerfile_stages(good)["image"] == "extras-${FLAVOUR}"
+    broken = {
+        "# syntax=docker/dockerfile:1\n" + good: "a `# syntax=` line makes BuildKit pull its frontend image",
+        good.replace("FROM ${CPU_BASE} AS system-cpu", "FROM debian:bookworm AS system-cpu"): (
+            "system-cpu starts FROM debian:bookworm, not the CPU_BASE argument"
+        ),
+        good.replace("--extra mxnet-gpu", "--extra mxnet-cuda"): "--extra mxnet-cuda is not an extra of pyproject",
+        good.replace("LDD_ALLOW=libcuda.so.1 ./ldd-check.sh", "true"): (
+            "stage mxnet-cuda11 builds extensions without scripts/ldd-check.sh"
+        ),
+        good.replace("AS system-gpu", "AS cuda-system"): "no stage system-gpu",
+    }
+    for text, expected in broken.items():
+        docker.write_text(text)
+        problems = containers.check_recipes(repo)
+        assert len(problems) == 1 and expected in problems[0], (expected, problems)
+
+
 def test_dockerfile_base_is_the_tag_and_the_digest_when_resolved():
     text = (REPO / "Dockerfile").read_text()
     assert containers.dockerfile_base(text).startswith("nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04")
@@ -205,6 +229,34 @@ def test_container_script_says_clearly_where_no_engine_is(tmp_path):
     assert usage.returncode == 2 and "usage:" in usage.stderr
 
 
+def test_a_sif_without_docker_comes_from_an_archive_or_a_registry_with_the_same_definition(tmp_path):
+    """The routes of an HPC login node: the definition apptainer is given bootstraps from the `docker save`
+    archive or the registry image, and keeps Singularity.def's %environment and %test."""
+    (tmp_path / "repo").mkdir()
+    repo = _repo_copy(tmp_path / "repo")
+    bin_dir = tmp_path / "bin"
+    _fake(bin_dir, "apptainer", f'echo "$@" > {tmp_path}/args; cp "${{@: -1}}" {tmp_path}/given.def')
+    archive = tmp_path / "scalestudy.tar"
+    archive.write_bytes(b"")
+    env_archive = {"SIF_FROM_ARCHIVE": str(archive)}
+    proc = subprocess.run(["bash", str(repo / "scripts" / "container.sh"), "sif"], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin", **env_archive), timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    given = parse_definition(tmp_path / "given.def")
+    assert (given.bootstrap, given.base) == ("docker-archive", str(archive))
+    original = parse_definition(repo / "Singularity.def")
+    for section in ("environment", "test", "runscript"):
+        assert given.section(section).text() == original.section(section).text()
+    proc = subprocess.run(["bash", str(repo / "scripts" / "container.sh"), "sif"], capture_output=True, text=True,
+                          env=dict(os.environ, PATH=f"{bin_dir}:/usr/bin:/bin",
+                                   SIF_FROM_REGISTRY="docker://registry.example.org/scalestudy:0.1.0-cpu"),
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    given = parse_definition(tmp_path / "given.def")
+    assert (given.bootstrap, given.base) == ("docker", "registry.example.org/scalestudy:0.1.0-cpu")
+    assert given.section("test").text() == original.section("test").text()
+
+
 def test_refresh_digest_pins_the_base_in_the_dockerfile(tmp_path):
     (tmp_path / "repo").mkdir()
     repo = _repo_copy(tmp_path / "repo")
@@ -224,3 +276,17 @@ def test_refresh_digest_pins_the_base_in_the_dockerfile(tmp_path):
     _fake(bin_dir, "crane", "echo 'GET https://index.docker.io: no route to host' >&2; exit 1")
     failed = _script(repo, "refresh-digest", path_dirs=[bin_dir])
     assert failed.returncode == 1 and "could not resolve" in failed.stderr
+
+
+def test_outside_a_checkout_the_commit_is_the_one_the_image_was_built_from(monkeypatch, tmp_path):
+    """The images hold no .git: figures and runs made in one name SCALESTUDY_GIT_COMMIT (the Dockerfile sets it
+    from its GIT_COMMIT build argument); anything but a commit there is 'unknown', as before."""
+    from scalestudy.provenance import git_commit
+
+    monkeypatch.delenv("SCALESTUDY_GIT_COMMIT", raising=False)
+    assert git_commit(tmp_path) == "unknown"
+    monkeypatch.setenv("SCALESTUDY_GIT_COMMIT", "0123456789abcdef0123456789abcdef01234567-dirty")
+    assert git_commit(tmp_path) == "0123456789abcdef0123456789abcdef01234567-dirty"
+    monkeypatch.setenv("SCALESTUDY_GIT_COMMIT", "unknown")
+    assert git_commit(tmp_path) == "unknown"
+    assert 'ENV SCALESTUDY_GIT_COMMIT="${GIT_COMMIT}"' in (REPO / "Dockerfile").read_text()

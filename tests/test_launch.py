@@ -31,7 +31,7 @@ def config(**over):
 
 
 def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
-    monkeypatch.setattr(launch, "_tool", lambda name: f"/venv/bin/{name}")
+    monkeypatch.setattr(launch, "_tool", lambda name, python=None: f"/venv/bin/{name}")
     cmd = launch.launcher_command(config(), tmp_path / "config.yaml", tmp_path / "logs")
     assert cmd == [
         "/venv/bin/horovodrun",
@@ -52,6 +52,29 @@ def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
     assert "--output-filename" not in one and one[1:5] == ["-np", "1", "-H", "localhost:1"]
     with pytest.raises(launch.LaunchError, match=r"cluster\.launcher='mpirun'"):
         launch.launcher_command(config(cluster={"launcher": "mpirun"}), tmp_path / "c.yaml", tmp_path)
+
+
+def test_mxnet_gpu_ranks_run_in_their_own_environment(monkeypatch, tmp_path):
+    """The GPU image's MXNet runs in /opt/venv-mxnet (CUDA 11), named by SCALESTUDY_MXNET_GPU_PYTHON through
+    conf/framework/mxnet.yaml: its python runs the ranks and its horovodrun starts them, for device=gpu only."""
+    from scalestudy.config import compose
+
+    venv = tmp_path / "venv-mxnet" / "bin"
+    venv.mkdir(parents=True)
+    for tool in ("python", "horovodrun"):
+        (venv / tool).touch()
+    monkeypatch.setenv("SCALESTUDY_MXNET_GPU_PYTHON", str(venv / "python"))
+    assert compose("train", ["framework=mxnet"]).framework.gpu_python == str(venv / "python")
+    monkeypatch.delenv("SCALESTUDY_MXNET_GPU_PYTHON")
+    assert compose("train", ["framework=mxnet"]).framework.gpu_python is None
+
+    mxnet = {"framework": {"gpu_python": str(venv / "python")}}
+    gpu = launch.launcher_command(config(device="gpu", **mxnet), tmp_path / "c.yaml", tmp_path / "logs")
+    assert gpu[0] == str(venv / "horovodrun") and gpu[-4:-2] == [str(venv / "python"), "-m"]
+    assert launch.rank_python(config(**mxnet)) is None  # device=cpu: the driver's own interpreter
+    missing = {"framework": {"gpu_python": str(tmp_path / "nowhere" / "python")}}
+    with pytest.raises(launch.LaunchError, match=r"framework\.gpu_python=.*nowhere/python: no such interpreter"):
+        launch.launcher_command(config(device="gpu", **missing), tmp_path / "c.yaml", tmp_path)
 
 
 def test_rank_logs_are_split_from_the_launcher_log_where_missing(tmp_path):

@@ -8,7 +8,9 @@
   under src/), and the Hydra overrides of `python -m scalestudy.train ...` compose with conf/train.yaml.
 - `check_recipes`: both recipes install from the same lock (requirements.lock, as the constraints of uv's
   install of the pyproject extras; no pinned version of a locked package written in a recipe) and the same
-  base (the Singularity From: is the image the Dockerfile builds).
+  base (the Singularity From: is the image the Dockerfile builds); `check_flavours`: the CPU and GPU
+  flavours of the one Dockerfile (a system stage each, the extras they install declared, no `# syntax=` line
+  that an offline build could not fetch, scripts/ldd-check.sh in the steps that build extensions).
 
     python -m scalestudy.containers check [--repo DIR]
 """
@@ -343,6 +345,47 @@ def dockerfile_base(text: str) -> str:
     return re.sub(r"\$\{(\w+)\}|\$(\w+)", lambda m: args.get(m[1] or m[2], ""), image)
 
 
+def dockerfile_stages(text: str) -> dict[str, str]:
+    """{stage name: the image or stage it starts FROM} of a multi-stage Dockerfile (unnamed stages: their index)."""
+    stages = {}
+    for index, match in enumerate(re.finditer(r"^FROM\s+(?:--\S+\s+)*(\S+)(?:\s+AS\s+(\S+))?", text, re.M | re.I)):
+        stages[match[2] or str(index)] = match[1]
+    return stages
+
+
+def pyproject_extras(text: str) -> set[str]:
+    import tomllib
+
+    return set(tomllib.loads(text).get("project", {}).get("optional-dependencies", {}))
+
+
+def check_flavours(dockerfile: str, extras: set[str]) -> list[str]:
+    """The two flavours of the one Dockerfile: an offline-buildable recipe (no `# syntax=` line: BuildKit would
+    fetch that frontend from a registry), a system stage per FLAVOUR, the CPU one on the CPU_BASE argument
+    (debian:bookworm, or the same made locally), the extras it installs declared in pyproject.toml, and the
+    ldd check in the build steps (CPU and GPU)."""
+    problems = []
+    if re.search(r"^#\s*syntax\s*=", dockerfile, re.M | re.I):
+        problems.append("Dockerfile: a `# syntax=` line makes BuildKit pull its frontend image: offline builds fail")
+    stages = dockerfile_stages(dockerfile)
+    for flavour in ("cpu", "gpu"):
+        if f"system-{flavour}" not in stages:
+            problems.append(f"Dockerfile: no stage system-{flavour} (FROM ... AS system-{flavour})")
+    if stages.get("system-cpu", "${CPU_BASE}") != "${CPU_BASE}":
+        problems.append(f"Dockerfile: system-cpu starts FROM {stages['system-cpu']}, not the CPU_BASE argument")
+    if not any(base == "system-${FLAVOUR}" for base in stages.values()):
+        problems.append("Dockerfile: no stage starts FROM system-${FLAVOUR}: the flavour chooses nothing")
+    commands = re.sub(r"\\\n", " ", dockerfile)
+    for name in sorted(set(re.findall(r"--extra\s+\"?([\w-]+)\"?", commands)) - extras):
+        problems.append(f"Dockerfile: --extra {name} is not an extra of pyproject.toml")
+    for stage in ("deps", "mxnet-cuda11"):
+        body = re.search(rf"^FROM\s+\S+\s+AS\s+{stage}\b(.*?)(?=^FROM\s|\Z)", dockerfile, re.M | re.S)
+        runs = re.sub(r"^(COPY|ADD)\b.*$", "", body[1] if body else "", flags=re.M)  # a copy runs nothing
+        if body and "ldd-check.sh" not in runs:
+            problems.append(f"Dockerfile: stage {stage} builds extensions without scripts/ldd-check.sh on them")
+    return problems
+
+
 def script_default(text: str, var: str) -> str | None:
     """VAR's default in a shell script written as VAR="${VAR:-default}"."""
     match = re.search(rf'^\s*{var}="?\$\{{{var}:-([^}}]+)\}}"?', text, re.M)
@@ -384,6 +427,7 @@ def check_recipes(repo: Path) -> list[str]:
     if not re.search(r"horovod==\S*\bsed\b|sed[^\n]*\^horovod==", dockerfile):
         problems.append("Dockerfile: the Horovod version is not read from requirements.lock")
     problems += locked_versions_written(dockerfile, pins, "Dockerfile")
+    problems += check_flavours(dockerfile, pyproject_extras((repo / "pyproject.toml").read_text()))
     problems += locked_versions_written(definition.path.read_text(), pins, str(definition.path))
     post = definition.section("post")
     if post is not None and re.search(r"\bpip3?(\.\d+)?\s+install\b", post.text()):

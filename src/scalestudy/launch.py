@@ -57,26 +57,40 @@ class JobOutcome:
 # The launcher command line
 
 
-def _tool(name: str) -> str:
-    """An executable of the running interpreter's environment (a venv's bin/), else from PATH."""
-    beside = Path(sys.executable).parent / name
+def _tool(name: str, python: str | None = None) -> str:
+    """An executable of the ranks' interpreter's environment (a venv's bin/), else from PATH."""
+    python = python or sys.executable
+    beside = Path(python).parent / name
     if beside.exists():
         return str(beside)
     found = shutil.which(name)
     if not found:
         raise LaunchError(
-            f"cluster.launcher: {name!r} is neither beside {sys.executable} nor on PATH: run the "
+            f"cluster.launcher: {name!r} is neither beside {python} nor on PATH: run the "
             "harness with the training environment's python (.venv-train/bin/python, Horovod built)"
         )
     return found
 
 
+def rank_python(cfg) -> str | None:
+    """The interpreter of the ranks when it is not this one: framework.gpu_python for device=gpu (the GPU
+    image's MXNet runs in its own CUDA 11 environment, /opt/venv-mxnet, apart from TensorFlow's CUDA 12);
+    None: this interpreter."""
+    gpu_python = cfg.framework.get("gpu_python")
+    if str(cfg.device) != "gpu" or not gpu_python:
+        return None
+    return str(gpu_python)
+
+
 def launcher_command(cfg, job_config: Path, log_dir: Path) -> list[str]:
     """The command line that starts cfg.workers ranks of the framework's runner on the job's config file."""
     cluster = cfg.cluster
-    ranks = [sys.executable, *RANK_PROGRAM, str(job_config)]
+    python = rank_python(cfg)
+    if python and cluster.launcher == "horovodrun" and not Path(python).exists():
+        raise LaunchError(f"framework.gpu_python={python}: no such interpreter here")
+    ranks = [python or sys.executable, *RANK_PROGRAM, str(job_config)]
     if cluster.launcher == "horovodrun":
-        cmd = [_tool("horovodrun"), "-np", str(int(cfg.workers)), "-H", str(cluster.hosts), "--gloo"]
+        cmd = [_tool("horovodrun", python), "-np", str(int(cfg.workers)), "-H", str(cluster.hosts), "--gloo"]
         if int(cfg.workers) > 1:  # horovodrun 0.28.1 fails on it with -np 1 (log10(0)); see split_launcher_log
             cmd += ["--output-filename", str(log_dir)]
         if cluster.get("network_interface"):
@@ -85,7 +99,9 @@ def launcher_command(cfg, job_config: Path, log_dir: Path) -> list[str]:
     if cluster.launcher == "srun":  # inside a Slurm allocation: one job step, one rank per GPU
         from .slurm.commands import srun_command
 
-        return srun_command(cfg, ranks[1:], image=cluster.get("image"), log_dir=log_dir, binds=[log_dir.parent])
+        return srun_command(
+            cfg, ranks[1:], image=cluster.get("image"), log_dir=log_dir, binds=[log_dir.parent], python=python
+        )
     raise LaunchError(
         f"cluster.launcher={cluster.launcher!r}: choose horovodrun (cluster=local) or srun (cluster=slurm)"
     )

@@ -33,6 +33,9 @@ from pathlib import Path
 # The checkout
 
 
+BUILT_FROM_ENV = "SCALESTUDY_GIT_COMMIT"  # set by the Dockerfile from its GIT_COMMIT build argument
+
+
 def git_state(repo: Path | None = None) -> dict[str, object]:
     """{'commit': HEAD or 'unknown', 'dirty': tracked files differ from HEAD} of the checkout at `repo`."""
     cwd = str(repo or Path.cwd())
@@ -46,6 +49,10 @@ def git_state(repo: Path | None = None) -> dict[str, object]:
             check=True,
         )
     except (OSError, subprocess.CalledProcessError):
+        # Outside a checkout (the images hold no .git): the commit the image was built from, which it states.
+        built = os.environ.get(BUILT_FROM_ENV, "")
+        if re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", built):
+            return {"commit": built.removesuffix("-dirty"), "dirty": built.endswith("-dirty")}
         return {"commit": "unknown", "dirty": False}
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
 
