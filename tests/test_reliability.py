@@ -211,7 +211,7 @@ BAD_INPUTS = {
     "throughput-1e999": ("tf_benchmarks_2017.csv:3", lambda ref: _set_cell(ref / TF_CSV, 3, 6, "1e999")),
     "throughput-0": ("tf_benchmarks_2017.csv:3", lambda ref: _set_cell(ref / TF_CSV, 3, 6, "0")),
     "gpus-0": ("tf_benchmarks_2017.csv:3", lambda ref: _set_cell(ref / TF_CSV, 3, 5, "0")),
-    "binary-csv": ("claims.csv:1", lambda ref: (ref / CLAIMS).write_bytes(os.urandom(64) + b"\0")),
+    "binary-csv": ("claims.csv:1", lambda ref: (ref / CLAIMS).write_bytes(bytes(range(14, 256)) + b"\0")),
     "utf16-csv": ("claims.csv:1", lambda ref: _write(ref / CLAIMS, (REFERENCE / CLAIMS).read_text(), "utf-16")),
     "source-yaml-broken": ("keras-backends-2017/source.yaml:", lambda ref: _write(
         ref / "keras-backends-2017/source.yaml", "experiment: [x\n")),
