@@ -198,7 +198,8 @@ container-check: $(VENV)/.test.stamp ## the recipe checks that need no engine (h
 
 # ---------------------------------------------------------------------------------------------
 # The whole suite runs in the training environment (it holds the light group too), so nothing is skipped.
-test: $(TRAIN_VENV)/.train.stamp system-paper system-ui system-slurm system-image ## lint, then every test (installs what it needs; the image test as root or with Docker)
+# $(IMPORTED): the import fetches every listed third-party raw file into the cache, where the tests find them.
+test: $(TRAIN_VENV)/.train.stamp $(IMPORTED) system-paper system-ui system-slurm system-image ## lint, then every test (installs what it needs; the image test as root or with Docker)
 	$(TRAIN_VENV)/bin/ruff check src tests benchmarks scripts
 	$(TRAIN_VENV)/bin/ruff format --check src tests benchmarks scripts
 	SCALESTUDY_REQUIRE_ALL=1 $(TRAIN_PY) -m pytest -q  # a skip here is a failure (tests/require_all.py)

@@ -22,9 +22,19 @@ pytest_plugins = [
 REFERENCE = REPO / "experiments" / "reference"
 # Third-party raw files (the HackSA logs...) are not committed: the importers fetch them into a cache, here from
 # the mirror beside the checkout (../shared/reference, laid out as <dataset>/<path>), as the Makefile and CI do.
+# Without that mirror, the user's own cache serves as one: `make test` fills it first (its import fetches every
+# listed raw file from its URL), and it has the mirror's layout; every copy is checked by its SHA-256 either way.
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
-if not os.environ.get("SCALESTUDY_DATA_MIRROR") and SHARED_REFERENCE.is_dir():
-    os.environ["SCALESTUDY_DATA_MIRROR"] = str(SHARED_REFERENCE)
+
+
+def _default_mirror() -> Path | None:
+    from scalestudy.ingest.fetch import cache_dir
+
+    return next((p for p in (SHARED_REFERENCE, cache_dir()) if p.is_dir()), None)
+
+
+if not os.environ.get("SCALESTUDY_DATA_MIRROR") and _default_mirror():
+    os.environ["SCALESTUDY_DATA_MIRROR"] = str(_default_mirror())
 
 
 def have_raw_data() -> bool:

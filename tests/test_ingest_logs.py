@@ -37,7 +37,11 @@ def _shared_reference() -> Path | None:
 
 
 SHARED = _shared_reference()
-pytestmark = pytest.mark.skipif(SHARED is None, reason="../shared/reference (the real logs) is not here")
+# Real third-party samples that no source.yaml lists (nothing to fetch them from): a skip allowed under make test.
+pytestmark = [
+    pytest.mark.may_skip,
+    pytest.mark.skipif(SHARED is None, reason="../shared/reference (the real logs) is not here"),
+]
 LOGS = SHARED / "logs" if SHARED else Path()
 KERAS = SHARED / "keras-multi-gpu-2017" if SHARED else Path()
 TRACE = KERAS / "benchmark_batch_inception3_az-2xm-60.txt"
