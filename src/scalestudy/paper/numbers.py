@@ -10,6 +10,7 @@ the text quotes must exist).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
@@ -168,12 +169,22 @@ def differing_inputs(runs: pd.DataFrame, *, table: str, column: str = "throughpu
     return float(differ)
 
 
+@functools.lru_cache(maxsize=8)
+def _history(run_ids: tuple[str, ...], series: str, tracking_uri: str) -> pd.DataFrame:
+    """The runs' per-step `series`, read once per build (several numbers read the same series)."""
+    return load_series(list(run_ids), [series], tracking_uri)
+
+
+def _series_of(runs: pd.DataFrame, series: str, tracking_uri: str) -> pd.DataFrame:
+    return _history(tuple(sorted(runs["run_id"])), series, tracking_uri)
+
+
 def warmup(runs: pd.DataFrame, *, series: str, tracking_uri: str, outcome: str) -> float:
     """In how many of the runs' per-step `series` MSER-5's `outcome` is cut (a warm-up to leave out), none (steady
     from the first observation) or unjudged (too few batch means, or the best cut in the second half)."""
     if outcome not in ("cut", "none", "unjudged"):
         raise ValueError(f"warm-up outcome {outcome!r}: one of cut, none, unjudged")
-    history = load_series(runs["run_id"], [series], tracking_uri)
+    history = _series_of(runs, series, tracking_uri)
     results = [mser(h.sort_values("step")["value"].to_numpy()).outcome for _, h in history.groupby("run_id")]
     return float(results.count(outcome))
 
@@ -181,14 +192,14 @@ def warmup(runs: pd.DataFrame, *, series: str, tracking_uri: str, outcome: str) 
 def falling(runs: pd.DataFrame, *, series: str, tracking_uri: str, total: bool = False) -> float:
     """In how many of the runs' per-step `series` the last value is below the first (throughput that falls over
     the run); with `total`, how many runs have such a series with two values or more."""
-    history = load_series(runs["run_id"], [series], tracking_uri)
+    history = _series_of(runs, series, tracking_uri)
     ends = [h.sort_values("step")["value"].to_numpy()[[0, -1]] for _, h in history.groupby("run_id") if len(h) > 1]
     return float(len(ends) if total else sum(last < first for first, last in ends))
 
 
 def first_step(runs: pd.DataFrame, *, series: str, tracking_uri: str) -> float:
     """The earliest step any of the runs' `series` logs."""
-    return float(load_series(runs["run_id"], [series], tracking_uri)["step"].min())
+    return float(_series_of(runs, series, tracking_uri)["step"].min())
 
 
 # --------------------------------------------------------------------------------------------
