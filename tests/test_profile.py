@@ -31,9 +31,14 @@ def _reference_profiles() -> Path | None:
 
 PROFILES = _reference_profiles()
 # Third-party files that are not in the repository and that make test cannot fetch: a skip allowed under make test.
-needs_profiles = pytest.mark.may_skip(
-    pytest.mark.skipif(PROFILES is None, reason="../shared/reference/profiles is not here")
-)
+_no_profiles = pytest.mark.skipif(PROFILES is None, reason="../shared/reference/profiles is not here")
+
+
+def needs_profiles(test):
+    """Both marks on `test` (pytest.mark.may_skip(mark) would make the skipif an argument of may_skip, not a mark)."""
+    return pytest.mark.may_skip(_no_profiles(test))
+
+
 NSYS_NEW = "nsys_sqlite/nsysai_mfu_2gpu_before.sqlite"
 NSYS_OLD = "nsys_sqlite/dlprof_dummy_network_nsys_profile.sqlite"
 NVPROF_NCCL = "nvprof_sqlite/blinkplus_nccl_demo_output.nvvp"
