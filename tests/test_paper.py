@@ -186,6 +186,22 @@ def test_the_paper_builds_from_a_fresh_store(built):
         assert re.search(rf"^\f?\d+\s+{section}$", text, flags=re.MULTILINE), section
 
 
+def printed_latex(text: str) -> list[str]:
+    """Figure captions of the PDF's text (from "Figure N:" to the paragraph's end) that print LaTeX as typed."""
+    captions = re.findall(r"Figure \d+: .*?(?:\n\n|\Z)", text, flags=re.S)
+    return [c[:60] for c in captions if re.search(r"[$\\]", c)]
+
+
+def test_the_printed_latex_check_finds_it():
+    text = "Figure 8: Speedup at $N$ GPUs.\n\nFigure 3: P100 at N GPUs.\n\nFigure 9: tf\\_cnn.\n\n"
+    assert printed_latex(text) == ["Figure 8: Speedup at $N$ GPUs.\n\n", "Figure 9: tf\\_cnn.\n\n"]
+
+
+@pytest.mark.integration
+def test_no_caption_prints_latex_as_typed(built):
+    assert printed_latex(pdf_text(built)) == []
+
+
 def latex_log_problems(log: str) -> list[str]:
     """The lines of a LaTeX log that say something is wrong: overfull boxes, undefined or multiply defined
     references and citations, undefined control sequences. TeX wraps its log at 79 characters, so a warning is

@@ -8,6 +8,7 @@ function of derive.py), which axes, series and panels. A figure that needs its o
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -17,6 +18,7 @@ from ..config import call
 from ..provenance import atomic_files, json_text
 from ..tracking import load_series
 from ..warmup import mser
+from .checks import caption_problems, figure_problems
 from .formats import label
 from .latex import tex
 from .lines import draw_lines
@@ -105,6 +107,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     draw = fig_cfg.get("draw") or {"_target_": "scalestudy.paper.lines.draw_lines"}
     with plt.rc_context(STYLE):
         fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
+    caption = caption_tex(fig_cfg, chosen, source)
     run_ids = sorted(chosen["run_id"])
     meta_pdf = {
         "Title": f"{name}: {fig_cfg['title']}",
@@ -132,11 +135,16 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     }
     paths = [out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex")]
     try:
-        with atomic_files(*paths) as (pdf, png, json_file, caption), plt.rc_context(STYLE):
+        with atomic_files(*paths) as (pdf, png, json_file, caption_file), plt.rc_context(STYLE):
             fig.savefig(pdf, format="pdf", metadata=meta_pdf)
             fig.savefig(png, format="png", dpi=200, metadata=meta_png)
+            # Checked as saved (the layout of the last save), kept in the sidecar: tests/test_figures.py requires
+            # none in the paper's figures; a build of other runs warns.
+            sidecar["problems"] = figure_problems(fig) + caption_problems(caption)
+            for problem in sidecar["problems"]:
+                print(f"warning: {name}: {problem}", file=sys.stderr)
             json_file.write_text(json_text(sidecar))
-            caption.write_text(caption_tex(fig_cfg, chosen, source))
+            caption_file.write_text(caption)
     finally:
         plt.close(fig)
     return paths

@@ -229,7 +229,11 @@ def _reference_lines(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, ti
     ideal = panel.get("ideal", plot.get("ideal"))
     if ideal == "speedup" and xs.size:
         grid = np.array(sorted(set(xs)))
-        entries.setdefault("ideal", ax.plot(grid, grid, color="grey", linewidth=1, alpha=0.6, zorder=1)[0])
+        # The ideal does not set the y range: where the data fall far below it, it leaves the panel at the top
+        # rather than squeeze the data into its bottom (checks.squeezed_data).
+        # (added as an artist: the data limits, which autoscaling reads, do not include it).
+        ideal_line = plt.Line2D(grid, grid, color="grey", linewidth=1, alpha=0.6, zorder=1, transform=ax.transData)
+        entries.setdefault("ideal", ax.add_artist(ideal_line))
     elif ideal == "efficiency" and xs.size:
         entries.setdefault("ideal", ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, zorder=1))
     elif isinstance(ideal, (int, float)) and not isinstance(ideal, bool):

@@ -11,8 +11,11 @@ import pandas as pd
 
 from .formats import label
 
-# 20 distinguishable colours: tab20's dark shades first, then its light ones.
-COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]
+# 18 distinguishable colours: tab20's dark shades first, then its light ones, without its greys: grey is the
+# colour of reference lines ("ideal"), never of a series.
+COLORS = tuple(
+    c for c in plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2] if max(c) - min(c) > 0.02
+)
 LINESTYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 # Figures are drawn at the size they are printed: the paper's text is 16.2 cm wide (A4, 2.4 cm margins) and
@@ -28,6 +31,10 @@ STYLE = {
     "figure.titlesize": 9,
     "lines.linewidth": 1.2,
     "lines.markersize": 4,
+    # Room for a marker (up to 7 pt, hollow ones on top) at the ends of an autoscaled axis: the 5 % default lets
+    # markers at the extremes touch the frame (checks.markers_outside).
+    "axes.xmargin": 0.07,
+    "axes.ymargin": 0.09,
     "pdf.fonttype": 42,  # TrueType: text stays text, selectable and measurable in the PDF
 }
 
