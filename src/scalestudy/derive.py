@@ -67,6 +67,19 @@ def scaling(runs: pd.DataFrame, *, group: Sequence[str], workers: str = "workers
     return out.drop(columns=["_base_throughput", "_base_time", "_base_images", "_images"])
 
 
+def without_warmup(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with the warm-up's extra time taken out of their work time: time_work_s less the logging hook's
+    first ten-step interval beyond a steady one (time_first_interval_s - time_steady_interval_s, HackSA). A run
+    without both intervals gets NaN work time: a speedup from it would mix corrected and uncorrected jobs."""
+    out = runs.copy()
+    for col in ("time_work_s", "time_first_interval_s", "time_steady_interval_s"):
+        if col not in out.columns:
+            out[col] = np.nan
+    out["time_warmup_extra_s"] = out["time_first_interval_s"] - out["time_steady_interval_s"]
+    out["time_work_s"] = out["time_work_s"] - out["time_warmup_extra_s"]
+    return out
+
+
 def like_for_like(runs: pd.DataFrame, differ: Sequence[str]) -> list[str]:
     """The columns two runs must agree on to be compared: every parameter of the run schema the runs have, and
     their dataset and source, less the columns allowed to `differ`."""

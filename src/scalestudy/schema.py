@@ -39,6 +39,8 @@ METRICS = {
     "time_total_s": "wall time of the training call, s",
     "time_init_s": "start of the job to the first training step, s",
     "time_work_s": "time_total_s minus time_init_s, s",
+    "time_first_interval_s": "the logging hook's seconds for steps 0 to 10 (HackSA; the ranks' mean), s",
+    "time_steady_interval_s": "median over later ten-step intervals of the logging hook's seconds (HackSA), s",
     "time_per_epoch_s": "mean wall time of one epoch, s",
     "accuracy_train": "training accuracy at the end, 0..1",
     "accuracy_test": "test accuracy at the end, 0..1",
