@@ -247,7 +247,12 @@ def _reference_lines(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, ti
         return []
     med = float(np.median(values))
     handle = ax.axhline(med, color="black", linewidth=1.2, linestyle="--", zorder=2)
-    entries[f"median {med:.2f}×" + (f" ({title})" if several else "")] = handle
+    if several:  # one legend entry for the kind of line; each panel names its own value beside it
+        entries.setdefault("median of the panel", handle)
+        ax.annotate(f"median {med:.2f}×", xy=(0.98, med), xycoords=("axes fraction", "data"), ha="right",
+                    va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")  # fmt: skip
+    else:
+        entries[f"median {med:.2f}×"] = handle
     return [{"panel": title, "series": "median", "y": ",".join(ys), "value": med}]
 
 
