@@ -401,6 +401,7 @@ def test_keras_protocol_accuracy_and_memory_numbers_recomputed(built):
         row = _one(keras, model="resnet50", protocol=protocol, framework=framework, workers=workers)
         assert values[name]["value"] == row.accuracy_test == expected, name
     assert values["KerasTFMemoryOne"]["text"] == "10946"
+    assert (values["KerasPlainEpochs"]["value"], values["KerasLongEpochs"]["value"]) == (10, 100)
     # figure 4's medians per GPU kind and without the 64-GPU distributed pairs, like for like
     tf = runs[(runs.experiment == "tf-benchmarks-2017") & runs.model.isin(["inception3", "resnet50"])]
     key = ["platform", "device", "data", "batch_per_worker", "workers", "framework"]

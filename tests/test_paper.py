@@ -36,6 +36,7 @@ METHOD_CONSTANTS = {
     "batch 64 against 32": "the two batch sizes a ratio compares (configurations)",
     "exceed 100\\,\\%": "the threshold of superlinear efficiency",
     "rank~0": "a rank's id",
+    "steps 0 to 10": "the logging hook's first interval (it logs every tenth step from step 0)",
 }
 COORDINATE = re.compile(
     r"(\s+(to|and)\s+\d+)?[\s~-]*(\\,)?(GPUs?|K80s?|V100s?|P100s?|K40s?|Pascal|servers?|ranks?|CPU|nodes?|hosts?"
