@@ -66,11 +66,12 @@ def markers_outside(ax, name: str) -> list[str]:
 
 def squeezed_data(ax, name: str) -> list[str]:
     """Data that span less than MIN_Y_SHARE of the panel's y range, where the range was left to autoscaling (a
-    config that fixes `ylim` has chosen its scale, e.g. to show that differences are small)."""
-    lines = _data_lines(ax)
+    config that fixes `ylim` has chosen its scale, e.g. to show that differences are small). Panels that share
+    their y axis (`sharey`, to compare them by eye) are judged by their data together."""
+    lines = [line for sibling in ax.get_shared_y_axes().get_siblings(ax) for line in _data_lines(sibling)]
     if not lines or not ax.get_autoscaley_on():
         return []
-    ys = np.concatenate([ax.transAxes.inverted().transform(_display_points(line))[:, 1] for line in lines])
+    ys = np.concatenate([line.axes.transAxes.inverted().transform(_display_points(line))[:, 1] for line in lines])
     share = float(ys.max() - ys.min())
     if share < MIN_Y_SHARE and len(np.unique(np.round(ys, 6))) > 1:
         return [f"{name}: the data use {share:.0%} of the y range ({ax.get_ylim()[0]:.4g} to {ax.get_ylim()[1]:.4g})"]
