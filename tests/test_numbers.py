@@ -414,3 +414,23 @@ def test_keras_protocol_accuracy_and_memory_numbers_recomputed(built):
     assert len(kept) == len(like) - 2
     assert values["MedianResnetInceptionNoSixtyFour"]["value"] == pytest.approx(kept.r.median())
     assert values["MedianResnetInceptionNoSixtyFour"]["text"] == "1.599"
+
+
+@pytest.mark.integration
+def test_timeline_numbers_recomputed(built):
+    values, runs = built
+    timelines = runs[runs.experiment == "horovod-timelines-2019"].set_index("workers")
+    assert sorted(timelines.index) == [4, 12]
+    for n, name in ((4, "Four"), (12, "Twelve")):
+        row = timelines.loc[n]
+        assert values[f"TimelineStep{name}"]["value"] == pytest.approx(row.step_time_ms)
+        assert values[f"TimelineNegotiateShare{name}"]["value"] == pytest.approx(
+            row.step_negotiate_ms / row.step_time_ms
+        )
+        assert values[f"TimelineComm{name}"]["value"] == pytest.approx(row.step_comm_ms)
+        assert values[f"TimelineExposed{name}"]["value"] == pytest.approx(row.step_comm_exposed_ms)
+    overlap = 1 - timelines.step_comm_exposed_ms / timelines.step_comm_ms  # per-step means: the share's bound
+    assert values["TimelineOverlapMin"]["value"] == pytest.approx(timelines.step_comm_overlap_share.min())
+    assert abs(values["TimelineOverlapMin"]["value"] - overlap.min()) < 0.01
+    # negotiation dominates: most of every step, in both files
+    assert min(values["TimelineNegotiateShareFour"]["value"], values["TimelineNegotiateShareTwelve"]["value"]) > 0.5

@@ -125,6 +125,7 @@ MODELS = {
     "resnet101": "ResNet-101",
     "resnet101_v2": "ResNet-v2-101",
     "resnet152": "ResNet-152",
+    "trivial": "trivial model (tf_cnn_benchmarks)",
 }
 MODEL_ALIASES = {
     "resnet_v2_101": "resnet101_v2",

@@ -64,7 +64,7 @@ def fetched_raw_files(folder: Path, source: dict) -> tuple[dict[str, Path], dict
     (ingest/fetch.py): ({path: file}, the source with `raw_dir`, the dataset's folder in the cache)."""
     from .fetch import cache_dir, fetch_raw_files, raw_files
 
-    files = fetch_raw_files(folder.name, raw_files(source, folder))
+    files = fetch_raw_files(folder.name, raw_files(source, folder), source.get("mirror_folder"))
     return files, {**source, "raw_dir": str(cache_dir() / folder.name)}
 
 
@@ -151,7 +151,7 @@ def csv_params(row: dict[str, str], where: str, columns: Mapping[str, str], **fi
 
 def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
     """Dataset folder name -> its parser."""
-    from . import hacksa, horovod_docs, keras_backends, keras_multi_gpu, malik, tf_benchmarks
+    from . import hacksa, horovod_docs, horovod_timelines, keras_backends, keras_multi_gpu, malik, tf_benchmarks
 
     return {
         "tf-benchmarks-2017": tf_benchmarks.read,
@@ -160,4 +160,5 @@ def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
         "horovod-docs": horovod_docs.read,
         "malik-2018": malik.read,
         "keras-multi-gpu-2017": keras_multi_gpu.read,
+        "horovod-timelines-2019": horovod_timelines.read,
     }

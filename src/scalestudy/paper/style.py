@@ -49,8 +49,12 @@ def setting(fig_cfg: dict, key: str, default: float) -> float:
 
 
 def workers_unit(runs: pd.DataFrame) -> str:
-    """What `workers` counts in these runs: GPUs, or ranks on CPUs (measured here), or both."""
-    cpu = runs["device"].astype(str).str.lower().eq("cpu") if "device" in runs else pd.Series(False, index=runs.index)
+    """What `workers` counts in these runs: GPUs, or ranks on CPUs (measured here), or both; ranks where no run
+    states its device (a published timeline)."""
+    device = runs["device"].astype(str).str.lower() if "device" in runs else pd.Series("", index=runs.index)
+    cpu, unstated = device.eq("cpu"), device.eq("not stated")
+    if unstated.any():
+        return "ranks"
     return "CPU ranks" if cpu.all() else "GPUs" if not cpu.any() else "GPUs or CPU ranks"
 
 
