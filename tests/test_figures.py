@@ -294,3 +294,44 @@ def test_the_check_finds_latex_a_caption_prints_literally():
     ]
     plain = {"name": "figure-8", "title": "x", "caption": "speedup at N GPUs of tf_cnn_benchmarks, 100 %"}
     assert caption_problems(caption_tex(plain, runs, "published")) == []
+
+
+# --- Provenance across stores (issue 24, finding 7) ---
+
+
+def test_figure4_lists_only_the_runs_of_its_ratios_with_their_import_keys(published_figures, published_store):
+    """A run that pairs with no other gives no ratio, so it is not behind the figure; every run carries its
+    import key, which a reader's store shares though its run ids differ."""
+    runs = load_runs(published_store)
+    tf = runs[(runs.experiment == "tf-benchmarks-2017") & runs.model.isin(["inception3", "resnet50"])]
+    key = ["platform", "device", "data", "batch_per_worker", "workers", "framework"]
+    both = tf[tf.model == "resnet50"].merge(tf[tf.model == "inception3"], on=key)
+    like = both[both.variable_update_x.fillna("-") == both.variable_update_y.fillna("-")]
+    expected = set(like.run_id_x) | set(like.run_id_y)
+    listed = json.loads((published_figures["dir"] / "figure-4.json").read_text())["mlflow_runs"]
+    assert {r["run_id"] for r in listed} == expected and len(expected) == 2 * len(like) < len(tf)
+    keys = tf.set_index("run_id")["import_key"]
+    assert all(r["import_key"] == keys[r["run_id"]] for r in listed)
+    caption = (published_figures["dir"] / "figure-4.caption.tex").read_text()
+    assert f"Runs: {len(expected)} MLflow runs" in caption
+
+
+def test_the_ui_finds_a_sidecars_runs_by_import_key_in_another_store(published_figures, store_copy, tmp_path):
+    """The paper's sidecars name the run ids of the store they were built from; a reader's store has other ids
+    for the same imported runs: the UI links resolve them by experiment and import key."""
+    from scalestudy.ui import publish_views
+
+    paper = tmp_path / "paper"
+    (paper / "figures").mkdir(parents=True)
+    sidecar = json.loads((published_figures["dir"] / "figure-3.json").read_text())
+    for run in sidecar["mlflow_runs"]:  # as another store would have numbered them
+        run["run_id"] = "f" * 28 + run["run_id"][:4]
+    (paper / "figures" / "figure-3.json").write_text(json.dumps(sidecar))
+    lines = publish_views(store_copy, paper, "http://127.0.0.1:5000")
+    (line,) = [x for x in lines if "figure-3" in x]
+    assert "64 runs" in line and "not in this store" not in line
+    for run in sidecar["mlflow_runs"]:  # a run without its key cannot be found
+        run["import_key"] = None
+    (paper / "figures" / "figure-3.json").write_text(json.dumps(sidecar))
+    (line,) = [x for x in publish_views(store_copy, paper, "http://127.0.0.1:5000") if "figure-3" in x]
+    assert "64 of its 64 runs are not in this store" in line

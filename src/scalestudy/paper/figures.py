@@ -22,7 +22,7 @@ from .checks import caption_problems, figure_problems
 from .formats import label
 from .latex import tex
 from .lines import draw_lines
-from .selection import select_runs, ui_entry
+from .selection import contributing, run_entries, select_runs, ui_entry
 from .style import COLORS, STYLE, legend_below, new_figure, sort_key, workers_unit
 
 __all__ = ["COLORS", "build_figure", "draw_lines", "draw_warmup"]
@@ -107,6 +107,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     draw = fig_cfg.get("draw") or {"_target_": "scalestudy.paper.lines.draw_lines"}
     with plt.rc_context(STYLE):
         fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
+    chosen = contributing(chosen, table)  # the runs behind the figure: not those that pair with nothing
     caption = caption_tex(fig_cfg, chosen, source)
     run_ids = sorted(chosen["run_id"])
     meta_pdf = {
@@ -126,10 +127,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
         "runs": fig_cfg["runs"],
         "derive": fig_cfg.get("derive"),
         "points": points,
-        "mlflow_runs": [
-            {"run_id": r.run_id, "run_name": r.run_name, "experiment": r.experiment, "source": r.source}
-            for r in chosen.sort_values("run_id").itertuples()
-        ],
+        "mlflow_runs": run_entries(chosen),
         # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
         "mlflow_ui": ui_entry(name, chosen, fig_cfg["title"]),
     }
