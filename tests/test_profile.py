@@ -305,7 +305,7 @@ def test_good_files_are_summarized_beside_a_bad_one(tmp_path):
 @needs_profiles
 @pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
 def test_summary_logged_on_a_run(store_copy):
-    from scalestudy.tracking import load_runs
+    from scalestudy.store import load_runs
 
     run_id = load_runs(store_copy).query("experiment == 'horovod-docs'")["run_id"].iloc[0]
     proc = _cli(PROFILES / NSYS_NEW, "--run", run_id, store=store_copy)
