@@ -171,8 +171,8 @@ run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (N = 
 	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
 
 # The models' gradient sizes, counted in Keras and Gluon (the scaling model reads the committed table).
-model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable parameters and FLOPs (src/scalestudy/model/gradient_sizes.csv)
-	$(TRAIN_PY) -m scalestudy.model sizes
+model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable parameters and FLOPs (src/scalestudy/scaling/gradient_sizes.csv)
+	$(TRAIN_PY) -m scalestudy.scaling sizes
 
 # ---------------------------------------------------------------------------------------------
 # Containers (docs/containers.md): build where the engine exists; say so, exit 3, where it does not.

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from conftest import REPO, run_module
 
-from scalestudy.model.sizes import size_of
 from scalestudy.profile import ProfileError, summarize
+from scalestudy.scaling.sizes import size_of
 from scalestudy.store import load_runs
 
 pytestmark = [

@@ -212,7 +212,7 @@ def _in_order(table: pd.DataFrame, columns: list[str], order: Mapping[str, Seque
     return sorted(groups, key=rank)
 
 
-def keras_backends(
+def backend_comparison(
     runs: pd.DataFrame,
     *,
     blocks: Sequence[str],
@@ -318,7 +318,7 @@ def short_reason(reason: str | None, labels: Sequence[Mapping]) -> str | None:
     return "; ".join(found) or None
 
 
-def hacksa(
+def runs_with_speedups(
     runs: pd.DataFrame,
     *,
     group: Sequence[str],

@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from scalestudy.model.sizes import SIZES_FILE, read_sizes
+from scalestudy.scaling.sizes import SIZES_FILE, read_sizes
 
 pytestmark = [
     pytest.mark.integration,
@@ -25,7 +25,7 @@ pytestmark = [
 def test_regenerated_table_equals_the_committed_one(tmp_path):
     out = tmp_path / "gradient_sizes.csv"
     proc = subprocess.run(
-        [sys.executable, "-m", "scalestudy.model", "sizes", "--out", str(out)],
+        [sys.executable, "-m", "scalestudy.scaling", "sizes", "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """The scaling model on the study's runs: fits, the held-out check, the claims and the what-ifs.
 
 Pure functions of the tidy run table (store.load_runs) and of the settings in conf/scaling/default.yaml (a
-plain dict here); figure 7, table 4 and `python -m scalestudy.model` call them, so the paper's numbers and a
+plain dict here); figure 7, table 4 and `python -m scalestudy.scaling` call them, so the paper's numbers and a
 user's what-if come from the same code.
 
 - Points: per group (model, batch) of a dataset, the 1-GPU run gives one GPU's time per step (batch /
