@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import IMAGE_FACTS
-
-from scalestudy.containers import parse_definition
+from helpers import load_script
 
 pytestmark = pytest.mark.integration
 
@@ -185,7 +184,7 @@ def test_two_rank_jobs_of_both_frameworks_write_to_a_store_on_the_host(docker_en
 
 def test_the_singularity_definitions_test_section_passes_in_the_image(docker_env, cpu_image):
     """%environment then %test of Singularity.def, as Apptainer runs them (/bin/sh), read from the file."""
-    definition = parse_definition(REPO / "Singularity.def")
+    definition = load_script("recipe_checks").parse_definition(REPO / "Singularity.def")
     script = definition.section("environment").text() + "\n" + definition.section("test").text()
     assert "scalestudy.train" in script
     proc = docker_run(docker_env, cpu_image, "-c", script, entrypoint="/bin/sh")

@@ -21,10 +21,12 @@ import pandas as pd
 
 from .. import derive
 from ..config import call
-from ..provenance import atomic_files, json_text, plain
+from ..derive import same
+from ..files import atomic_files
 from .formats import fmt, label
 from .latex import render
-from .selection import same, select_runs, ui_entry
+from .selection import select_runs, ui_entry
+from .sidecars import json_text, plain
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers shared by the table functions

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from ..config import CONF_DIR
-from ..provenance import write_text
+from ..files import write_text
 
 SIZES_FILE = Path(__file__).with_name("gradient_sizes.csv")
 COLUMNS = ["model", "framework", "classes", "image_size", "trainable_parameters", "forward_flops"]
