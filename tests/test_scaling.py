@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 
 from scalestudy.scaling.cost import (
     Link,

@@ -9,7 +9,7 @@ import re
 import matplotlib.text
 import pandas as pd
 import pytest
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 from omegaconf import OmegaConf
 
 from scalestudy.config import compose

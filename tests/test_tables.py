@@ -619,7 +619,7 @@ def test_a_rows_cells_share_the_decimals_of_its_most_precise_cell():
 
 @pytest.fixture(scope="module")
 def kmg_runs() -> pd.DataFrame:
-    from conftest import require_raw_data
+    from helpers import require_raw_data
 
     from scalestudy.ingest import keras_multi_gpu
 

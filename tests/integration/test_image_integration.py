@@ -19,10 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IMAGE_FACTS
-from helpers import load_script
-
-pytestmark = pytest.mark.integration
+from helpers import IMAGE_FACTS, load_script
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = "/usr/bin/docker"  # Debian's docker.io CLI: BuildKit without buildx (scripts/container.sh)

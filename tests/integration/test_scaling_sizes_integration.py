@@ -9,16 +9,15 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from scalestudy.scaling.sizes import SIZES_FILE, read_sizes
 
 pytestmark = [
-    pytest.mark.integration,
     pytest.mark.skipif(
         importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("mxnet") is None,
         reason=f"{sys.executable} has no TensorFlow or no MXNet: run in the training environment (.venv-train)",
-    ),
+    )
 ]
 
 
