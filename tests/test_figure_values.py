@@ -16,9 +16,9 @@ import csv
 from datetime import datetime
 
 import pytest
-from conftest import REPO, sidecar
+from helpers import REPO, sidecar
 
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 
 def seconds(start: str, end: str) -> float:

@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 import yaml
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 
 def build(uri, out_dir, *args, check=True):
@@ -319,7 +319,7 @@ def test_figure4_lists_only_the_runs_of_its_ratios_with_their_import_keys(publis
 def test_the_ui_finds_a_sidecars_runs_by_import_key_in_another_store(published_figures, store_copy, tmp_path):
     """The paper's sidecars name the run ids of the store they were built from; a reader's store has other ids
     for the same imported runs: the UI links resolve them by experiment and import key."""
-    from scalestudy.ui import publish_views
+    from scalestudy.ui.server import publish_views
 
     paper = tmp_path / "paper"
     (paper / "figures").mkdir(parents=True)

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REFERENCE, raw_dir
+from helpers import REFERENCE, raw_dir
 
 from scalestudy.ingest import horovod_timelines
 

@@ -1,9 +1,9 @@
 """python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent).
 
-`python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/cli.py).
+`python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/command.py).
 
 Every dataset is read and checked before the first run is written; then each dataset is written as one
-transaction (tracking.sync_experiment), under the store's lock, so concurrent imports wait for each other.
+transaction (store.sync_experiment), under the store's lock, so concurrent imports wait for each other.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from pathlib import Path
 from .. import cli
 from ..config import CONF_DIR, experiment_users
 from ..schema import SchemaError
-from ..tracking import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
+from ..store import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
 from . import REFERENCE_DIR, experiment_description, read_source, registry
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["logs"]:
-        from .logs import cli as logs_cli
+        from .logs import command as logs_command
 
-        return logs_cli.main(argv[1:])
+        return logs_command.main(argv[1:])
     parsers = registry()
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
     ap.add_argument("datasets", nargs="*", metavar="DATASET",

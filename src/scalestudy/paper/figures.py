@@ -15,14 +15,15 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ..config import call
-from ..provenance import atomic_files, json_text
-from ..tracking import load_series
-from ..warmup import mser
+from ..derive import mser
+from ..files import atomic_files
+from ..store import load_series
 from .checks import caption_problems, figure_problems
 from .formats import label
 from .latex import tex
 from .lines import draw_lines
 from .selection import contributing, run_entries, select_runs, ui_entry
+from .sidecars import json_text
 from .style import COLORS, STYLE, legend_below, new_figure, sort_key, workers_unit
 
 __all__ = ["COLORS", "build_figure", "draw_lines", "draw_warmup"]

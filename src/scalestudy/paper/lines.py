@@ -11,8 +11,8 @@ import matplotlib.ticker as ticker
 import numpy as np
 import pandas as pd
 
+from ..derive import matches
 from .formats import label
-from .selection import matches
 from .style import COLORS, LINESTYLES, MARKERS, legend_below, new_figure, series_of, sort_key, workers_unit
 
 
