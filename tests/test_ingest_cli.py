@@ -18,9 +18,9 @@ from scalestudy.store import artifact_root, load_runs, load_series
 
 REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
 DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs", "malik-2018",
-            "keras-multi-gpu-2017"]  # fmt: skip
+            "keras-multi-gpu-2017", "horovod-timelines-2019"]  # fmt: skip
 COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3, "malik-2018": 3,
-          "keras-multi-gpu-2017": 152}  # fmt: skip
+          "keras-multi-gpu-2017": 152, "horovod-timelines-2019": 2}  # fmt: skip
 
 
 def ids(table) -> dict[tuple[str, str], str]:
@@ -69,7 +69,7 @@ def scratch(store, tmp_path, monkeypatch):
 
 def test_import_all(store):
     runs = store["runs"]
-    assert len(runs) == 207 + 29 + 16 + 3 + 3 + 152
+    assert len(runs) == 207 + 29 + 16 + 3 + 3 + 152 + 2
     assert runs.groupby("experiment").size().to_dict() == COUNTS
     assert (runs["source"] == "published").all()
     assert runs["citation"].notna().all() and (runs["citation"].str.len() > 0).all()

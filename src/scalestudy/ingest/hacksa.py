@@ -9,9 +9,7 @@ following the study's own reading (experiments/reference/hacksa-2019/README.md):
   global_step. At the last logged step, throughput_per_worker = mean of `average_examples_per_sec` over the
   ranks' lines and throughput_total = their sum. A group with fewer lines than ranks gives the mean of what is
   there and mean x N as total, with a `throughput_note` tag saying so.
-- time_first_interval_s, time_steady_interval_s: the logging hook's `global_step = N (X sec)` lines, every tenth
-  step from step 10: the ranks' mean X at step 10 (steps 0 to 10), and the median over later steps of the ranks'
-  mean X (ten steady steps).
+- time_first_interval_s, time_steady_interval_s: the logging hook's ten-step timings (tf_hooks.py).
 - series step_throughput_total: per logged step, the sum over ranks of `current_examples_per_sec`, stamped with
   the latest timestamp of the step's lines.
 - a log without `Training took` is a FAILED run whose `failure_reason` quotes the log (Slurm time limit, lost
@@ -31,6 +29,7 @@ from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
 from . import fetched_raw_files, published_tags, read_source, read_text
+from .tf_hooks import warmup_intervals
 
 # The cluster (BSC, Barcelona) logs local time, which is CET = UTC+1 in December and January, the months of
 # every log here. Checked on the data (and by read_log on every import): with this offset each log's first
@@ -60,8 +59,6 @@ TOOK_RE = re.compile(r"Training took\s+(?P<value>\S+)\s+s\b")
 MODEL_DIR_RE = re.compile(r"'_model_dir':\s*'[^']*/cifar10_(?P<model>[A-Za-z0-9_]+?)\.(?P<n>\d+)'")
 DEVICE_RE = re.compile(r"\bname: Tesla (?P<gpu>[A-Z]\d+)(?P<rest>[-\w]*)")
 GLOBAL_STEP_RE = re.compile(r"global_step = (\d+)")
-# The logging hook's line every tenth step: the seconds since its previous line (steps N-10 to N).
-INTERVAL_RE = re.compile(r"global_step = (\d+) \((\d+(?:\.\d+)?) sec\)")
 STOPPED_RE = re.compile(r"-+ Stopping train for (\d+) -+")  # each rank's last line of training
 SLURM_RE = re.compile(r"slurmstepd: error: \*\*\* .*\*\*\*")
 SLURM_TS_RE = re.compile(r"CANCELLED AT (?P<ts>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)")
@@ -107,7 +104,6 @@ class _Log:
     last_ms: int | None = None  # latest timestamp anywhere in the log, unix ms
     n_lines: int = 0
     last_global_step: int | None = None  # of the `accuracy = ..., global_step = N` lines
-    intervals: dict[int, list[float]] = field(default_factory=lambda: defaultdict(list))  # step -> ranks' seconds
     bench: list[_Bench] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
     device_names: set[str] = field(default_factory=set)
@@ -189,8 +185,6 @@ def _scan(path: Path) -> _Log:
             log.stopped.add(int(rank))
         for step in GLOBAL_STEP_RE.findall(text):
             log.last_global_step = max(int(step), log.last_global_step or 0)
-        for step, seconds in INTERVAL_RE.findall(text):
-            log.intervals[int(step)].append(float(seconds))
         m = MODEL_DIR_RE.search(text)
         if m:
             log.model_dirs.append((number, m["model"], int(m["n"])))
@@ -207,20 +201,6 @@ def _scan(path: Path) -> _Log:
                 log.failures.append((rank, kind, number, m.group(0).strip()))
                 break
     return log
-
-
-def _warmup_intervals(intervals: dict[int, list[float]]) -> dict[str, float]:
-    """The logging hook's seconds for steps 0 to 10 (the ranks' mean) and the median over the later ten-step
-    intervals of their ranks' mean: the first steps' extra time is the warm-up the throughput hook, which logs
-    from step 21, cannot see."""
-    out = {}
-    if intervals.get(10):
-        out["time_first_interval_s"] = sum(intervals[10]) / len(intervals[10])
-    later = sorted(sum(v) / len(v) for step, v in intervals.items() if step > 10)
-    if later:
-        mid = len(later) // 2
-        out["time_steady_interval_s"] = later[mid] if len(later) % 2 else (later[mid - 1] + later[mid]) / 2
-    return out
 
 
 def _bench(text: str, where: str, number: int) -> _Bench:
@@ -344,8 +324,7 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
                     f"the initialisation ({metrics['time_init_s']:.3f} s)"
                 )
 
-    metrics.update(_warmup_intervals(log.intervals))
-
+    metrics.update(warmup_intervals(read_text(path)))
     # Benchmark lines: one per rank per logged step, not labelled by rank.
     groups: dict[str, dict[int, list[_Bench]]] = {name: defaultdict(list) for name in BENCH_NAMES}
     by_step: dict[int, list[_Bench]] = defaultdict(list)
