@@ -15,10 +15,13 @@ The file may be a whole job's output (shell trace, launcher and framework lines 
   (run_stop - run_start); time_total_s = run_stop - run_start; time_init_s = run_start - first init_start.
 - epochs: the number of epochs that ended (epoch_stop lines, whatever the first epoch's number), or the sum of
   the finished blocks' epoch_count.
-- GPUs: `number_of_nodes` x `accelerators_per_node` of the system description `<submitter>/systems/<system>.json`
-  beside `results/` where it exists (also the device, from `accelerator_model_name`, the framework and the
-  platform, the system's name); else global_batch_size / the per-device batch (`d_batch_size`) where logged; else
-  --workers. batch_per_worker = global_batch_size / GPUs.
+- Facts beside the log: the system description `<submitter>/systems/<system>.json` of the standard layout
+  (mlperf_system.py) gives the accelerators (`number_of_nodes` x `accelerators_per_node`), the device
+  (`accelerator_model_name`) and the framework; the platform is the system's name (its folder). What the log says
+  itself wins (GPUs = global_batch_size / the per-device batch `d_batch_size` where logged; the system file's
+  count, if it differs, stays in a tag), and a command-line option wins over both. A malformed system file gives
+  a warning (tag `import_warning`, printed by the command) and is not used. batch_per_worker = global_batch_size /
+  GPUs.
 
 `run_stop` with `"status": "aborted"` (the run did not reach the target) is a FAILED run that keeps its
 throughput; a log without `run_stop` stopped mid-way: an error naming its last line.
@@ -32,14 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError
-from .. import read_text
-from . import LogOptions, device_name, lines_of, log_record, param, run_tags
+from . import WARNING_TAG, LogOptions, device_name, lines_of, log_record, param, run_tags
+from .mlperf_system import frameworks_named, read_system, system_file
 
 FORMAT = "mlperf"
 MARK = ":::MLLOG "
 BENCHMARK_MODELS = {"resnet": "resnet50"}  # MLPerf's benchmark name -> the study's model
 PER_DEVICE_BATCH_KEYS = ("d_batch_size",)  # logged by NVIDIA's submissions: images per GPU per step
-FRAMEWORKS = ("mxnet", "pytorch", "tensorflow", "jax", "paddle", "mindspore")
 
 
 @dataclass
@@ -96,23 +98,6 @@ def _scan(path: Path, lines: Sequence[str]) -> _Log:
     return log
 
 
-def _system(path: Path) -> tuple[dict, Path | None]:
-    """The submission's system description: `<submitter>/systems/<system>.json` for
-    `<submitter>/results/<system>/<benchmark>/result_N.txt`."""
-    parts = path.resolve().parts
-    if len(parts) >= 5 and parts[-4] == "results":
-        candidate = Path(*parts[:-4]) / "systems" / f"{parts[-3]}.json"
-        if candidate.is_file():
-            try:
-                system = json.loads(read_text(candidate))
-            except ValueError as err:
-                raise SchemaError(f"{candidate}:{err.lineno}: not valid JSON: {err.msg}") from None
-            if not isinstance(system, dict):
-                raise SchemaError(f"{candidate}:1: not a JSON object")
-            return system, candidate
-    return {}, None
-
-
 def _count(value: object, where: str, what: str) -> int:
     try:
         number = float(str(value).strip())
@@ -121,6 +106,26 @@ def _count(value: object, where: str, what: str) -> int:
     if not number.is_integer() or number < 1:
         raise SchemaError(f"{where}: {what} {value!r} is not a whole number >= 1")
     return int(number)
+
+
+def _framework(system: dict) -> str | None:
+    """The framework the system description names; of several (NGC's containers: 'NGC MXNet 21.05 , NGC PyTorch
+    21.05'), the one the system's own name names (dgxa100_ngc21.05_mxnet), else None."""
+    named: list[str] = system.get("frameworks") or []  # type: ignore[assignment]
+    if len(named) == 1:
+        return named[0]
+    in_name = [f for f in named if f in frameworks_named(str(system.get("system", "")).replace("_", " "))]
+    return in_name[0] if len(in_name) == 1 else None
+
+
+def _param(what: str, from_log: object, given: object, option: str, where: str, tags: dict, warnings: list) -> object:
+    """`param`, with the system description's warnings in the error where a value is missing (they say why)."""
+    try:
+        return param(what, from_log, given, option, where, tags)
+    except SchemaError as err:
+        if not warnings:
+            raise
+        raise SchemaError(f"{err} ({'; '.join(warnings)})") from None
 
 
 def parse(path: Path, options: LogOptions) -> list[RunRecord]:
@@ -148,20 +153,25 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     lines_used = {"workers": batch_line, "batch_per_worker": batch_line}
     tags: dict[str, str] = {"benchmark": str(benchmark), "global_batch_size": str(global_batch)}
 
-    system, system_path = _system(path)
-    workers_from_log = None
+    system_path = system_file(path)
+    system, warnings = read_system(system_path) if system_path is not None else ({}, [])
+    system_lines: dict = system.get("lines", {})  # type: ignore[assignment]
     if system_path is not None:
-        nodes = _count(system.get("number_of_nodes"), str(system_path), "number_of_nodes")
-        per_node = _count(system.get("accelerators_per_node"), str(system_path), "accelerators_per_node")
-        workers_from_log = nodes * per_node
         tags["system_description"] = f"{system_path.parent.name}/{system_path.name}"
-    else:
-        for key in PER_DEVICE_BATCH_KEYS:
-            if key in log.values:
-                per_device = _count(log.values[key][0], f"{path}:{log.values[key][1]}", key)
-                if global_batch % per_device == 0:
-                    workers_from_log = global_batch // per_device
-    workers = int(param("workers", workers_from_log, options.workers, "--workers", where, tags))  # type: ignore[arg-type]
+    workers_from_log = None
+    for key in PER_DEVICE_BATCH_KEYS:  # the log's own count wins over the system description's
+        if key in log.values:
+            per_device = _count(log.values[key][0], f"{path}:{log.values[key][1]}", key)
+            if global_batch % per_device == 0:
+                workers_from_log = global_batch // per_device
+                lines_used["workers"] = log.values[key][1]
+    if "accelerators" in system:
+        if workers_from_log is None:
+            workers_from_log = system["accelerators"]
+            lines_used["workers"] = f"{system_path.name}:{system_lines['nodes']}"  # type: ignore[union-attr]
+        elif workers_from_log != system["accelerators"]:
+            tags["system_accelerators"] = str(system["accelerators"])
+    workers = int(_param("workers", workers_from_log, options.workers, "--workers", where, tags, warnings))  # type: ignore[arg-type]
     if global_batch % workers:
         raise SchemaError(f"{path}:{batch_line}: global_batch_size {global_batch} does not divide over {workers} GPUs")
 
@@ -205,24 +215,35 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         )
     if "submission_platform" in log.values:
         tags["submission_platform"] = str(log.values["submission_platform"][0])
-    accelerator = str(system.get("accelerator_model_name") or "")
+    accelerator = str(system.get("accelerator") or "")
     if accelerator:
         tags["device_name"] = accelerator
-    framework_text = str(system.get("framework") or "").lower()
-    framework = next((f for f in FRAMEWORKS if f in framework_text), None)
+        lines_used["device"] = f"{system_path.name}:{system_lines['accelerator']}"  # type: ignore[union-attr]
+    framework = _framework(system)
+    if framework:
+        lines_used["framework"] = f"{system_path.name}:{system_lines['framework']}"  # type: ignore[union-attr]
+    elif system.get("frameworks"):
+        warnings.append(f"{system_path}:{system_lines['framework']}: framework {system['framework_text']!r} names "
+                        f"several ({', '.join(system['frameworks'])}) and the system's name none of them")  # type: ignore[arg-type]  # fmt: skip
+    if "system_name" in system:
+        tags["system_name"] = str(system["system_name"])
+    # The system's name is its folder in the layout (results/<system>/, systems/<system>.json); the log's
+    # submission_platform is often a placeholder ('1xSUBMISSION_PLATFORM_PLACEHOLDER'): kept as a tag only.
     in_results = len(path.parts) >= 4 and path.parts[-4] == "results"
-    platform = system.get("system_name") or (path.parts[-3] if in_results else None)
+    platform = path.parts[-3] if in_results else None
+    if warnings:
+        tags[WARNING_TAG] = " | ".join(warnings)
     tags.update(run_tags(options, path, train_line, lines_used, FORMAT))
     device = device_name(accelerator) if accelerator else None
     params: dict[str, object] = {
         "model": BENCHMARK_MODELS[str(benchmark)],
-        "framework": param("framework", framework, options.framework, "--framework", where, tags),
+        "framework": _param("framework", framework, options.framework, "--framework", where, tags, warnings),
         "api": "mlperf",
         "workers": workers,
-        "device": param("device", device, options.device, "--device", where, tags),
+        "device": _param("device", device, options.device, "--device", where, tags, warnings),
         "data": param("data", "real", options.data, "--data", where, tags),
         "batch_per_worker": global_batch // workers,
-        "platform": param("platform", platform, options.platform, "--platform", where, tags),
+        "platform": _param("platform", platform, options.platform, "--platform", where, tags, warnings),
         "epochs": epochs,
     }
     return [
