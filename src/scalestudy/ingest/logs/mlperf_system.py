@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from ...schema import SchemaError
@@ -75,8 +76,8 @@ def read_system(path: Path) -> tuple[dict[str, object], list[str]]:
 
     Facts (only those the file states in the schema's spelling and a usable form): `system` (the file's stem,
     the system's name in the layout), `system_name`, `accelerator` (as written: 'NVIDIA A100-SXM4-80GB (400W)'),
-    `nodes`, `accelerators_per_node`, `accelerators` (their product), `frameworks` (list, see frameworks_named),
-    `framework_text`, and `lines`: {fact: its line in the file}."""
+    `nodes`, `accelerators_per_node`, `accelerators` (their product), `frameworks` (list, see frameworks_named; may be
+    empty), `framework_text`, and `lines`: {fact: its line in the file}."""
     facts: dict[str, object] = {"system": path.stem, "lines": {}}
     try:
         text = read_text(path)
@@ -95,41 +96,48 @@ def read_system(path: Path) -> tuple[dict[str, object], list[str]]:
         return facts, [f"{where}: the system description is not valid JSON ({reason}): none of its facts are used"]
     if not isinstance(system, dict):
         return facts, [f"{path}:1: the system description is not a JSON object: none of its facts are used"]
-    lines, warnings, where = text.split("\n"), [], facts["lines"]
+    lines = text.split("\n")
+    found, warnings = system_facts(system, str(path), lambda key: _line_of(lines, key))
+    return {**found, "system": path.stem}, warnings
+
+
+def system_facts(system: dict, where: str, line_of: Callable[[str], int]) -> tuple[dict[str, object], list[str]]:
+    """The facts of a system description already parsed (a file's, or the `:::SYSJSON {...}` line some v4.0 logs
+    print): as read_system, without `system`; `where` names it in the warnings, `line_of(key)` gives a key's line."""
+    facts: dict[str, object] = {"lines": {}}
+    lines_of_facts: dict[str, int] = facts["lines"]  # type: ignore[assignment]
+    warnings: list[str] = []
     for key in KEYS:
         if key not in system:
             other = _spelling(key, system)
             if other is not None:
-                warnings.append(f"{path}:{_line_of(lines, other)}: the system description spells {key!r} as {other!r}: "
+                warnings.append(f"{where}:{line_of(other)}: the system description spells {key!r} as {other!r}: "
                                 "not read")  # fmt: skip
             elif key != "system_name":
-                warnings.append(f"{path}: the system description has no {key!r}")
+                warnings.append(f"{where}: the system description has no {key!r}")
             continue
-        value = system[key]
-        line = _line_of(lines, key)
+        value, line = system[key], line_of(key)
         if key in ("number_of_nodes", "accelerators_per_node"):
             try:
                 number = float(str(value).strip())
             except ValueError:
                 number = 0.0
             if not number.is_integer() or number < 1:
-                warnings.append(f"{path}:{line}: {key} {value!r} is not a whole number >= 1: not read")
+                warnings.append(f"{where}:{line}: {key} {value!r} is not a whole number >= 1: not read")
                 continue
-            facts["nodes" if key == "number_of_nodes" else key] = int(number)
-            where["nodes" if key == "number_of_nodes" else key] = line  # type: ignore[index]
+            name = "nodes" if key == "number_of_nodes" else key
+            facts[name], lines_of_facts[name] = int(number), line
         elif key == "accelerator_model_name":
             if str(value).strip().lower() in NO_ACCELERATOR:
                 warnings.append(
-                    f"{path}:{line}: accelerator_model_name {value!r}: no accelerator named (a CPU system?)"
+                    f"{where}:{line}: accelerator_model_name {value!r}: no accelerator named (a CPU system?)"
                 )
                 continue
-            facts["accelerator"], where["accelerator"] = str(value).strip(), line  # type: ignore[index]
+            facts["accelerator"], lines_of_facts["accelerator"] = str(value).strip(), line
         elif key == "framework":
-            named = frameworks_named(str(value))
-            if not named:
-                warnings.append(f"{path}:{line}: framework {value!r} names no framework this importer knows")
-                continue
-            facts["frameworks"], facts["framework_text"], where["framework"] = named, str(value), line  # type: ignore[index]
+            # 'NGC MLPerf v4.0', 'CUDA 12.0', '': no framework named (not a malformed file: the log may say it)
+            facts["frameworks"], facts["framework_text"] = frameworks_named(str(value)), str(value)
+            lines_of_facts["framework"] = line
         else:
             facts["system_name"] = str(value)
     if "nodes" in facts and "accelerators_per_node" in facts:
