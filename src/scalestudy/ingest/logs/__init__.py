@@ -271,25 +271,22 @@ class LogImport:
 
     def legacy_claim(self) -> Callable[[str, Mapping[str, str], Mapping[str, float]], str | None]:
         """tracking.Claim for the runs an earlier version of this importer keyed by the file's name or its path
-        inside the folder given (`result_0.txt`, `NVIDIA/results/x/resnet/result_0.txt#2`): such a run is taken
-        over by the record of the same format whose file's path ends with that name and whose numbers are its
-        own (the same throughput, or the same source line where the run failed)."""
+        inside the folder given (`result_0.txt`, `training_results_v1.0/NVIDIA/results/x/resnet/result_0.txt`,
+        `trace.txt#2`): such a run is taken over by the record of the same format, file name and run number whose
+        numbers are its own (the same throughput; the same source line for a failed run), wherever the file lies
+        now."""
         candidates: dict[tuple[str, str], list[RunRecord]] = {}
         for rec in self.records:
             path = Path(rec.tags.get("log_path", ""))
-            if rec.tags.get("log_format") == "tf_cnn_json":
-                path = path.parent
-            suffix = rec.key.partition("#")[2]
-            for start in range(len(path.parts)):
-                name = "/".join(path.parts[start:])
-                candidates.setdefault((rec.tags["log_format"], f"{name}#{suffix}" if suffix else name), []).append(rec)
+            name = path.parent.name if rec.tags.get("log_format") == "tf_cnn_json" else path.name
+            number = rec.key.partition("#")[2]
+            candidates.setdefault((rec.tags["log_format"], f"{name}#{number}" if number else name), []).append(rec)
 
         def claim(key: str, tags: Mapping[str, str], metrics: Mapping[str, float]) -> str | None:
             if key.startswith(KEY_PREFIX) or "log_sha256" in tags:
                 return None  # keyed by content already
-            for rec in candidates.get((tags.get("log_format", ""), key), []):
-                mine = rec.metrics.get("throughput_total")
-                theirs = metrics.get("throughput_total")
+            for rec in candidates.get((tags.get("log_format", ""), key.rpartition("/")[2]), []):
+                mine, theirs = rec.metrics.get("throughput_total"), metrics.get("throughput_total")
                 if mine is None and theirs is None:
                     same = rec.tags.get("source_line") == tags.get("source_line")
                 else:
