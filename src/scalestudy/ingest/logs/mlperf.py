@@ -205,7 +205,7 @@ def _file_facts(path: Path, lines: Sequence[str]) -> tuple[Facts, dict[str, str]
     if "accelerator" in system:
         found["device"] = (system["accelerator"], f"{system_path.name}:{at['accelerator']}")
     named: list[str] = system.get("frameworks") or []  # type: ignore[assignment]
-    framework = _framework(named, _frameworks_in_log(lines), system_path.stem)
+    framework = _framework(named, _frameworks_in_log(lines), system_path.stem) if named else None
     if framework:
         found["framework"] = (framework, f"{system_path.name}:{at['framework']}")
     elif len(named) > 1:
