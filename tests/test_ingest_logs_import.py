@@ -225,8 +225,8 @@ def _by_key(uri: str):
     return runs.set_index("import_key")
 
 
-def test_mlperf_results_of_different_systems_imported_one_call_at_a_time(tmp_path, monkeypatch, capsys):
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
+def test_mlperf_results_of_different_systems_imported_one_call_at_a_time(empty_store, monkeypatch, capsys):
+    uri = empty_store
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     # three result_0.txt of three systems, one call each: each adds its run, none replaces another's
     assert _import(capsys, str(NVIDIA), "--experiment", "mine")[1].endswith(
@@ -258,12 +258,11 @@ def test_mlperf_results_of_different_systems_imported_one_call_at_a_time(tmp_pat
     assert _by_key(uri)["run_id"].to_dict() == ids
 
 
-def test_replace_and_dry_run(tmp_path, monkeypatch, capsys):
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+def test_replace_and_dry_run(empty_store, tmp_path, monkeypatch, capsys):
     # a dry run on a store that does not exist yet: the table, and no store made
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'new' / 'store.db'}")
     code, out, _ = _import(capsys, str(DELL), str(TF_JSON), "--experiment", "mine", "--dry-run")
-    assert code == 0 and not (tmp_path / "store.db").exists()
+    assert code == 0 and not (tmp_path / "new").exists()
     table = out.splitlines()
     assert table[0].split() == ["file", "format", "model", "workers", "throughput", "(img/s)", "status"]
     # the Dell run's throughput over its epochs: the 35 epoch_start -> epoch_stop intervals sum to 3705.500 s
@@ -272,6 +271,8 @@ def test_replace_and_dry_run(tmp_path, monkeypatch, capsys):
     assert table[2].split() == [str(TF_JSON / "metric.log"), "tf_cnn_json", "resnet50", "1", "132.4", "created"]
     assert table[3] == ("2 runs (0 failed) from 2 file(s) would be experiment 'mine': 2 created, 0 updated, "
                         "0 unchanged, 0 removed, 0 duplicates; nothing written (--dry-run)")  # fmt: skip
+    uri = empty_store
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     assert _import(capsys, str(DELL), str(TF_JSON), "--experiment", "mine")[0] == 0
     db = tmp_path / "store.db"
     before = sha256(db)
@@ -292,40 +293,41 @@ def test_replace_and_dry_run(tmp_path, monkeypatch, capsys):
     assert list(_by_key(uri).index) == [f"sha256:{sha256(DELL)}"]
 
 
-def test_runs_keyed_by_file_name_before_are_repaired_without_duplicates(tmp_path, monkeypatch, capsys):
+def test_runs_keyed_by_file_name_before_are_repaired_without_duplicates(empty_store, monkeypatch, capsys):
     """A store as the importer wrote it before runs had content keys: keyed by the file's name (`trace.txt#3`) or
     its path inside the folder given; the same runs, the same tags less log_sha256 and log_path (written here
     through tracking.sync_experiment, as that importer did)."""
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    uri = empty_store
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    old_keys = {TRACE: TRACE.name, KERAS_AZ: KERAS_AZ.name, NVIDIA: "training_results_v1.0/NVIDIA/results/"
-                "dgxa100_ngc21.05_mxnet/resnet/result_0.txt"}  # fmt: skip
+    old_keys = {TRACE: TRACE.name, SAMPLE_NVIDIA: "training_results_v1.0/NVIDIA/results/dgxa100_ngc21.05_mxnet/"
+                "resnet/result_0.txt"}  # fmt: skip
     records = []
     for path, name in old_keys.items():
-        for rec in read_logs([path], options(platform="az") if path != NVIDIA else options()):
+        for rec in read_logs([path], options(platform="az") if path == TRACE else options()):
             tags = {k: v for k, v in rec.tags.items() if k not in ("log_sha256", "log_path")}
             tags.update(imported_by="python -m scalestudy.ingest logs", dataset="mine")
             number = rec.key.partition("#")[2]
             records.append(RunRecord("mine", f"{name}#{number}" if number else name, rec.params, rec.metrics, tags,
                                      status=rec.status, where=rec.where))  # fmt: skip
-    assert sync_experiment("mine", records, uri)["created"] == 19  # 6 + 12 + 1
+    assert sync_experiment("mine", records, uri)["created"] == 7  # 6 + 1
     old = _by_key(uri)
     assert old.index.str.startswith("sha256:").sum() == 0
-    # re-import two of the three files, from where they lie: their runs take content keys, nothing doubles, and
-    # the third file's run (not given) stays
-    code, out, _ = _import(capsys, str(TRACE), str(NVIDIA), "--experiment", "mine", "--platform", "az")
-    assert code == 0 and ": 0 created, 7 updated, 0 unchanged, 0 removed" in out
+    # re-import the trace: its six runs take content keys, nothing doubles, the MLPerf run (not given) stays
+    code, out, _ = _import(capsys, str(TRACE), "--experiment", "mine", "--platform", "az")
+    assert code == 0 and ": 0 created, 6 updated, 0 unchanged, 0 removed" in out
     runs = _by_key(uri)
-    assert len(runs) == 19
-    assert runs.index.str.startswith("sha256:").sum() == 7
+    assert len(runs) == 7 and runs.index.str.startswith("sha256:").sum() == 6
     assert sorted(runs["throughput_total"]) == sorted(old["throughput_total"])
     assert runs.loc[f"sha256:{sha256(TRACE)}#3", "throughput_total"] == 95.43  # trace line 162
-    # once repaired, a re-import changes nothing; the Keras log's runs are repaired when it is given
-    assert ": 0 created, 0 updated, 7 unchanged" in _import(capsys, str(TRACE), str(NVIDIA), "--experiment", "mine",
+    # the MLPerf log, given now from the corpus (the same bytes elsewhere): its old run is repaired, not doubled
+    assert ": 0 created, 1 updated, 0 unchanged" in _import(capsys, str(NVIDIA), "--experiment", "mine")[1]
+    runs = _by_key(uri)
+    assert len(runs) == 7 and runs.index.str.startswith("sha256:").sum() == 7
+    assert round(runs.loc[f"sha256:{sha256(NVIDIA)}", "throughput_run"], 1) == 26001.6
+    # once repaired, a re-import changes nothing (each file with its options: --platform would apply to both)
+    assert ": 0 created, 0 updated, 6 unchanged" in _import(capsys, str(TRACE), "--experiment", "mine",
                                                             "--platform", "az")[1]  # fmt: skip
-    assert ": 0 created, 12 updated, 0 unchanged" in _import(capsys, str(KERAS_AZ), "--experiment", "mine",
-                                                             "--platform", "az")[1]  # fmt: skip
-    assert _by_key(uri).index.str.startswith("sha256:").sum() == 19
+    assert ": 0 created, 0 updated, 1 unchanged" in _import(capsys, str(SAMPLE_NVIDIA), "--experiment", "mine")[1]
 
 
 def test_republished_copies_in_folders_are_one_run():
