@@ -25,7 +25,7 @@ from scalestudy.ingest.logs import LogOptions, read_logs, scan_logs, user_source
 from scalestudy.ingest.logs.cli import PROGRESS_FILES, _progress
 from scalestudy.ingest.logs.mlperf_system import frameworks_named, read_system
 from scalestudy.schema import RunRecord, SchemaError
-from scalestudy.tracking import load_runs, sync_experiment
+from scalestudy.store import load_runs, sync_experiment
 
 
 def _shared_reference() -> Path | None:
@@ -296,7 +296,7 @@ def test_replace_and_dry_run(empty_store, tmp_path, monkeypatch, capsys):
 def test_runs_keyed_by_file_name_before_are_repaired_without_duplicates(empty_store, monkeypatch, capsys):
     """A store as the importer wrote it before runs had content keys: keyed by the file's name (`trace.txt#3`) or
     its path inside the folder given; the same runs, the same tags less log_sha256 and log_path (written here
-    through tracking.sync_experiment, as that importer did)."""
+    through store.sync_experiment, as that importer did)."""
     uri = empty_store
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     old_keys = {TRACE: TRACE.name, SAMPLE_NVIDIA: "training_results_v1.0/NVIDIA/results/dgxa100_ngc21.05_mxnet/"

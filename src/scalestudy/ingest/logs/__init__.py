@@ -270,7 +270,7 @@ class LogImport:
     formats: dict[Path, str] = field(default_factory=dict)  # file read -> its format
 
     def legacy_claim(self) -> Callable[[str, Mapping[str, str], Mapping[str, float]], str | None]:
-        """tracking.Claim for the runs an earlier version of this importer keyed by the file's name or its path
+        """store.write.Claim for the runs an earlier version of this importer keyed by the file's name or its path
         inside the folder given (`result_0.txt`, `training_results_v1.0/NVIDIA/results/x/resnet/result_0.txt`,
         `trace.txt#2`): such a run is taken over by the record of the same format, file name and run number whose
         numbers are its own (the same throughput; the same source line for a failed run), wherever the file lies

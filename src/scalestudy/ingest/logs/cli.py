@@ -16,15 +16,7 @@ from pathlib import Path
 
 from ... import cli
 from ...schema import RunRecord, SchemaError
-from ...tracking import (
-    StoreError,
-    SyncPlan,
-    check_records,
-    describe_experiments,
-    run_tag_values,
-    sync_runs,
-    tracking_uri,
-)
+from ...store import StoreError, SyncPlan, check_records, describe_experiments, run_tag_values, sync_runs, tracking_uri
 from .. import REFERENCE_DIR, read_source
 from . import FORMAT_NAMES, WARNING_TAG, LogImport, LogOptions, scan_logs, user_source
 
