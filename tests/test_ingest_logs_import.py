@@ -269,7 +269,7 @@ def test_replace_and_dry_run(empty_store, tmp_path, monkeypatch, capsys):
     # (grep '"key": "epoch_' result_0.txt), 35 x 1281167 / 3705.5 = 12101.2; metric.log:52 132.37791654965747
     assert table[1].split() == [str(DELL), "mlperf", "resnet50", "4", "12101.2", "created"]
     assert table[2].split() == [str(TF_JSON / "metric.log"), "tf_cnn_json", "resnet50", "1", "132.4", "created"]
-    assert table[3] == ("2 runs (0 failed) from 2 file(s) would be experiment 'mine': 2 created, 0 updated, "
+    assert table[3] == ("2 runs (0 failed) from 2 file(s) would be in experiment 'mine': 2 created, 0 updated, "
                         "0 unchanged, 0 removed, 0 duplicates; nothing written (--dry-run)")  # fmt: skip
     uri = empty_store
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -280,7 +280,7 @@ def test_replace_and_dry_run(empty_store, tmp_path, monkeypatch, capsys):
     _, out, _ = _import(capsys, str(DELL), "--experiment", "mine", "--replace", "--dry-run")
     assert out.splitlines()[1].split()[-1] == "unchanged"
     assert out.splitlines()[-1] == (
-        "1 runs (0 failed) from 1 file(s) would be experiment 'mine': 0 created, 0 updated, 1 unchanged, "
+        "1 runs (0 failed) from 1 file(s) would be in experiment 'mine': 0 created, 0 updated, 1 unchanged, "
         f"1 removed, 0 duplicates; removed: {TF_JSON / 'metric.log'}; nothing written (--dry-run)"
     )
     assert sha256(db) == before and len(load_runs(uri)) == 2

@@ -77,10 +77,18 @@ def _table(found: LogImport, plan: SyncPlan) -> str:
     return "\n".join(lines)
 
 
+LISTED = 5  # the summary names this many duplicates and removed runs (the --dry-run table lists every duplicate)
+
+
+def _listed(items: list[str]) -> str:
+    more = f" and {len(items) - LISTED} more" if len(items) > LISTED else ""
+    return ", ".join(items[:LISTED]) + more
+
+
 def _removed(plan: SyncPlan) -> str:
     """The runs --replace removed, by the file they were read from."""
     names = sorted(t.get("log_path") or t.get("source_line") or t.get("import_key", "?") for t in plan.removed)
-    return "; removed: " + ", ".join(names) if names else ""
+    return "; removed: " + _listed(names) if names else ""
 
 
 def _summary(found: LogImport, plan: SyncPlan, experiment: str, dry_run: bool) -> str:
@@ -92,12 +100,12 @@ def _summary(found: LogImport, plan: SyncPlan, experiment: str, dry_run: bool) -
     parts.append(f"{len(found.duplicates)} duplicates")
     if counts["repaired"]:
         parts.append(f"{counts['repaired']} incomplete runs repaired")
-    verb = "would be" if dry_run else "in"
+    verb = "would be in" if dry_run else "in"
     text = (f"{len(records)} runs ({failed} failed) from {len(found.formats)} file(s) {verb} experiment "
             f"{experiment!r}: {', '.join(parts)}")  # fmt: skip
     if found.duplicates:
-        text += "; duplicates (same bytes, not imported twice): " + ", ".join(
-            f"{dup} = {first}" for dup, first in found.duplicates
+        text += "; duplicates (same bytes, not imported twice): " + _listed(
+            [f"{dup} = {first}" for dup, first in found.duplicates]
         )
     return text + _removed(plan)
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError
-from . import WARNING_TAG, LogOptions, device_name, lines_of, log_record, param, run_tags
+from . import WARNING_TAG, LogOptions, device_name, lines_of, log_record, param, run_tags, strip_rank
 from .mlperf_system import frameworks_named, read_system, system_facts, system_file
 
 FORMAT = "mlperf"
@@ -152,7 +152,8 @@ def _param(what: str, from_log: object, given: object, option: str, where: str, 
 
 def _sysjson(path: Path, lines: Sequence[str]) -> tuple[dict[str, object], list[str], int]:
     """The facts of the log's own `:::SYSJSON {...}` line (system_facts), its warnings, its line (0: none)."""
-    for number, text in enumerate(lines, start=1):
+    for number, raw in enumerate(lines, start=1):
+        text = strip_rank(raw)[1].lstrip()
         if text.startswith(SYSJSON):  # not the shell trace's `+ echo ':::SYSJSON ...'`
             try:
                 system = json.loads(text[len(SYSJSON) :])
