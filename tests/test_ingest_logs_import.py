@@ -169,6 +169,18 @@ def test_mlperf_layout_gives_accelerators_device_framework_and_platform():
     assert given.tags["log_framework"] == "mxnet" and given.tags["log_workers"] == "4"
 
 
+def test_mlperf_accelerators_from_the_system_file_where_the_log_has_no_count():
+    # v1.1 Intel-HabanaLabs HLS-1H-N2: no per-device batch in the log (global_batch_size 2048 at line 8); the system
+    # file says 2 nodes (line 6) x 4 accelerators (line 20), "Habana Gaudi" (21), "TensorFlow 2.5.1" (31)
+    habana = CORPUS / "v1.1/Intel-HabanaLabs/results/HLS-1H-N2/resnet/result_0.txt"
+    (rec,) = read_logs([habana], options())
+    assert (rec.params["workers"], rec.params["batch_per_worker"], rec.params["device"]) == (8, 256, "Habana Gaudi")
+    assert (rec.params["framework"], rec.params["platform"]) == ("tensorflow", "HLS-1H-N2")
+    assert source_lines(rec)["workers"] == "HLS-1H-N2.json:6"
+    # run_start 1636540543396 (line 23), run_stop 1636543910001 (line 69)
+    assert rec.metrics["time_total_s"] == pytest.approx(3366.605)
+
+
 def test_mlperf_log_own_system_line_wins_over_the_system_file():
     # v4.0 smc: systems/1xSMC-H100-SXM-80GB.json says "framework": "PyTorch NVIDIA Release 24.04" (line 31); the log
     # prints the system it ran on at line 7 (`:::SYSJSON {... "framework": "MXNet NVIDIA Release 24.04" ...}`)
