@@ -18,7 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, read_logs, scan_logs, user_source
