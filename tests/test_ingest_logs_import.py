@@ -22,7 +22,7 @@ from helpers import REPO
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, read_logs, scan_logs, user_source
-from scalestudy.ingest.logs.cli import PROGRESS_FILES, _progress
+from scalestudy.ingest.logs.command import PROGRESS_FILES, _progress
 from scalestudy.ingest.logs.mlperf_system import frameworks_named, read_system
 from scalestudy.schema import RunRecord, SchemaError
 from scalestudy.store import load_runs, sync_experiment
