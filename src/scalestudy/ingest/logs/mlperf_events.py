@@ -9,7 +9,8 @@ Four formats (experiments/reference/mlperf-training-resnet/README.md quotes a li
   without a zone (read as UTC, good only for differences) and values such as `{"value": 75.98000%, "epoch": 79}`.
 
 A marker may follow a launcher prefix (`0: `, `[1,0]<stdout>:`, `DEBUG:mlperf_compliance:`), so it is searched for
-anywhere in a line; a line some loggers echo twice is kept once (the same text after the marker).
+anywhere in a line; a line some loggers echo twice is kept once (the same text after the marker), except
+`init_start`, which every rank logs (v0.6 NVIDIA and Fujitsu, v0.7 Alibaba: as many lines as GPUs).
 `mllog_entry` is the one decoder of an MLLOG line (ingest/logs/mlperf.py uses it too).
 """
 
@@ -116,12 +117,13 @@ def events(path: Path, text: str) -> tuple[str, list[Event]]:
         if at < 0:
             continue
         body = line[at:].rstrip("\r")
-        if body in seen:  # a logger that echoes each line twice
+        if body in seen:  # a logger that echoes each line twice; every rank's init_start counts (GPUs)
             continue
-        seen.add(body)
         event = _event(fmt, body, f"{path}:{number}", number)
         if event is not None:
             found.append(event)
+            if event.key != "init_start":
+                seen.add(body)
     return fmt, found
 
 
