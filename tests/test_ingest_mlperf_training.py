@@ -227,10 +227,8 @@ def test_absent_logs_listed_and_checked(tmp_path, raw, monkeypatch):
     assert mlperf_training.git_blob_sha1(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
 
 
-def test_import_is_idempotent_and_says_what_is_absent(tmp_path, raw):
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
-    first = run_module("scalestudy.ingest", "mlperf-training-resnet", uri=uri)
-    assert "330 runs" in first.stdout and "330 created" in first.stdout
-    assert "7 logs absent" in first.stderr and "v1.0 NVIDIA dgxa100_n310_ngc21.05_mxnet" in first.stderr
-    again = run_module("scalestudy.ingest", "mlperf-training-resnet", uri=uri)
-    assert "330 unchanged" in again.stdout
+def test_import_is_idempotent_and_says_what_is_absent(store_copy):
+    """The session's store imported every dataset (tests/conftest.py); importing this one again changes nothing."""
+    again = run_module("scalestudy.ingest", "mlperf-training-resnet", uri=store_copy)
+    assert "330 runs" in again.stdout and "330 unchanged" in again.stdout
+    assert "7 logs absent" in again.stderr and "v1.0 NVIDIA dgxa100_n310_ngc21.05_mxnet" in again.stderr
