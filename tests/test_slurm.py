@@ -18,7 +18,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from scalestudy.slurm import commands as slurm
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 REPO = Path(__file__).resolve().parents[1]
 APP = Path(__file__).resolve().parent / "slurm_app" / "app.py"

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 
-from scalestudy.tracking import load_runs, load_series
+from scalestudy.store import load_runs, load_series
 
 REPO = Path(__file__).resolve().parents[1]
 HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None

@@ -26,7 +26,7 @@ import yaml
 from conftest import REPO, free_port, run_module
 
 from scalestudy.schema import REQUIRED_PARAMS
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 from scalestudy.ui import ADMIN_PASSWORD_ENV, UIError, auth_config, serve
 from scalestudy.ui_links import experiment_view, owned, runs_view
 

@@ -265,7 +265,7 @@ def experiment_description(experiment: str) -> str:
 
 
 def describe_experiment(experiment: str, uri: str | None) -> None:
-    from .tracking import describe_experiments
+    from .store import describe_experiments
 
     describe_experiments({experiment: experiment_description(experiment)}, uri)
 
@@ -335,7 +335,7 @@ def run(cfg: DictConfig, job_dir: Path) -> JobOutcome:
 
 def record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord:
     """Record the job's one run (or leave it in run.json for the submitter) and say how it went."""
-    from .tracking import log_measured_run, tracking_uri  # imports mlflow only when a job runs
+    from .store import log_measured_run, tracking_uri  # imports mlflow only when a job runs
 
     rec = job_record(cfg, job_dir, outcome)
     if recorded_by_submitter(cfg):

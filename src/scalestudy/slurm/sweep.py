@@ -67,7 +67,7 @@ def _lost_job_record(job_dir: Path):
 
 def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
     """Record every job of the sweep not recorded yet; returns one summary per job recorded now."""
-    from ..tracking import log_measured_run
+    from ..store import log_measured_run
     from ..train import JOB_CONFIG, RUN_FILE, describe_experiment, load_record
 
     done = []
@@ -94,7 +94,7 @@ def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
 
 def report(sweep_dir: Path, uri: str | None) -> int:
     """Record the sweep and print what was recorded; 1 if a job failed."""
-    from ..tracking import tracking_uri
+    from ..store import tracking_uri
 
     uri = uri or tracking_uri()
     done = record_sweep(sweep_dir, uri)
