@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (the YAML header is written as it will read, one long line per key)
 """Write experiments/reference/mlperf-training-resnet/source.yaml from the corpus's manifest.csv.
 
     .venv/bin/python scripts/mlperf_source_yaml.py ../shared/reference/mlperf-training-resnet/manifest.csv
@@ -49,8 +50,10 @@ def main(manifest: Path) -> None:
         if r["file_kind"] != "result_log":
             continue
         system = systems[(r["round"], r["submitter"], r["system"])]
-        common = (f"round: {q(r['round'])}, submitter: {q(r['submitter'])}, system: {q(r['system'])}, "
-                  f"system_file: {q(system['path'])}")
+        common = (
+            f"round: {q(r['round'])}, submitter: {q(r['submitter'])}, system: {q(r['system'])}, "
+            f"system_file: {q(system['path'])}"
+        )
         if r["path"]:
             out.append(f"  - {{log: {q(r['path'])}, {common}}}")
         else:
