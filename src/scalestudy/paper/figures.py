@@ -100,11 +100,11 @@ def _sort_key(value):
 
 
 def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray, unit: str) -> None:
-    ax.set_xlabel(unit if plot["x"] == "workers" else plot.get("xlabel") or plot["x"])
+    ax.set_xlabel(unit if plot["x"] == "workers" else panel.get("xlabel") or plot.get("xlabel") or plot["x"])
     ax.set_ylabel(panel.get("ylabel") or ", ".join(panel["y"]))
     if plot.get("xscale") == "log2":
         ax.set_xscale("log", base=2)
-        ticks = sorted({float(x) for x in xs if x > 0})
+        ticks = [float(t) for t in panel.get("xticks") or plot.get("xticks") or sorted({float(x) for x in xs if x > 0})]
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{t:g}" for t in ticks])
     if panel.get("yscale"):
@@ -200,18 +200,22 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
             part = part.assign(**{x: part[x].astype(str).map({c: i for i, c in enumerate(categories)})})
         ys = list(panel["y"])
         lines = []  # (legend, series name, y, rows, style) of every line of this panel
+        lines_by = list(panel.get("lines_by", plot.get("lines_by")) or [])  # lines that share one legend entry
         for hue_name, hue_rows in _series(part, hue):
-            for style_name, rows in _series(hue_rows, style_by):
+            for style_name, style_rows in _series(hue_rows, style_by):
                 name = " · ".join(s for s in (hue_name, style_name) if s)
-                for j, y in enumerate(ys):
+                for j, (y, (line_name, rows)) in enumerate(
+                    (y, split) for split in _series(style_rows, lines_by) for y in ys
+                ):
+                    j = ys.index(y)
                     line = rows[[x, y, *([flag["column"]] if flag else [])]].dropna(subset=[x, y]).sort_values(x)
                     line = line.loc[:, ~line.columns.duplicated()]
                     if line.empty:
                         continue
                     if line[x].duplicated().any():
                         raise ValueError(
-                            f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
-                            f"{x}; add the column that tells them apart to plot.hue"
+                            f"figure {fig_cfg['name']}: series {' · '.join(filter(None, (name, line_name))) or y!r} "
+                            f"has several points at one {x}; add the column that tells them apart to plot.hue"
                         )
                     k = dash_of[style_name] if style_by else j
                     style = {
@@ -222,14 +226,14 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                     if style_by and dash_of[style_name] % 2:
                         style["markerfacecolor"] = "white"  # the second style value: hollow markers too
                     legend = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
-                    lines.append([legend, name, y, line, style])  # fmt: skip
+                    lines.append([legend, name, y, line, style, line_name])  # fmt: skip
         where = {}  # (y, x, value) -> legends of the lines through that point
-        for legend, _, y, line, _ in lines:
+        for legend, _, y, line, *_ in lines:
             for px, py in zip(line[x], line[y]):
                 where.setdefault((y, round(float(px), 9), round(float(py), 9)), []).append(legend)
         covered: set[str] = set()
         for entry in reversed(lines):  # a line whose every point another (visible) line has too: dashed, on top
-            legend, _, y, line, style = entry
+            legend, _, y, line, style, _ = entry
             others = [{o for o in where[(y, round(float(px), 9), round(float(py), 9))] if o not in {legend, *covered}}
                       for px, py in zip(line[x], line[y])]  # fmt: skip
             if all(others):
@@ -239,13 +243,14 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
         # `dodge`: each line's points shifted sideways by a step (a fraction of a doubling on a log2 axis, else in
         # x units) so that series with nearly equal values stay visible; the sidecar keeps the true x.
         dodge, xscale = float(panel.get("dodge", 0)), (None if categories else panel.get("xscale", plot.get("xscale")))
-        for i, (legend, name, y, line, style) in enumerate(lines):
+        for i, (legend, name, y, line, style, line_name) in enumerate(lines):
             shift = (i - (len(lines) - 1) / 2) * dodge
             drawn_x = line[x] * 2.0**shift if xscale == "log2" else line[x] + shift
             flagged = flag and y in flag.get("y", ys)
             odd = line[flag["column"]].fillna(False).astype(bool) if flagged else pd.Series(False, index=line.index)
             points += [{"panel": title, "series": name, "y": y, x: categories[int(px)] if categories else px,
-                        "value": py, **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
+                        "value": py, **({"line": line_name} if line_name else {}),
+                        **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
                        for px, py, hit in zip(line[x], line[y], odd)]  # fmt: skip
             if categories:  # categories are not a scale: markers, no line between them
                 style = {**style, "linestyle": "none"}
@@ -262,6 +267,11 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
                         color=colour_of[hue_name], zorder=6)  # fmt: skip
                 points += [{"panel": title, "series": hue_name, "y": extra["y"], x: px, "value": py, "extra": True}
                            for px, py in zip(odd[x], odd[extra["y"]])]  # fmt: skip
+        vline = panel.get("vline", plot.get("vline")) or {}  # a claim at an x without a number: a dotted line there
+        if vline and vline["column"] in part.columns:
+            for at in sorted(set(part[vline["column"]].dropna().astype(float))):
+                entries.setdefault(vline["legend"], ax.axvline(at, color="dimgray", linestyle=":", linewidth=1.2))
+                points.append({"panel": title, "series": vline["legend"], "y": vline["column"], x: at})
         xs = part[x].dropna().to_numpy(dtype=float)
         ideal = panel.get("ideal", plot.get("ideal"))  # speedup (y = x), efficiency (y = 1) or a number (y = it)
         if ideal == "speedup" and xs.size:
