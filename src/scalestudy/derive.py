@@ -283,7 +283,9 @@ def family_summary(families: pd.DataFrame) -> pd.DataFrame:
         part = part.sort_values("accelerators")
         top = part.iloc[-1]
         rows.append({
-            "family": family, "round": top["round"], "submitter": top["submitter"],
+            "family": family, "round": top["round"], "submitter": top["submitter"], "device": top.get("device"),
+            "framework_short": top.get("framework"), "divisions": "+".join(sorted(set(part["division"].astype(str))))
+            if "division" in part else "",
             "accelerator_model": top["accelerator_model"], "accelerator_kind": top["accelerator_kind"],
             "framework": top["framework_stated"], "scales": len(part),
             "accelerators_min": int(part["accelerators"].min()), "accelerators_max": int(top["accelerators"]),
