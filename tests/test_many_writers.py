@@ -2,7 +2,7 @@
 through scalestudy.store.log_measured_run, and every run is found complete (status, params, metrics, the
 whole per-step series, the artifact), with no "database is locked" or any other error.
 
-The writers go through an `mlflow server` on loopback (scalestudy.ui.serve) over the SQLite store: the server
+The writers go through an `mlflow server` on loopback (scalestudy.ui.server.serve) over the SQLite store: the server
 creates and migrates the store once and is its one writer. benchmarks/bench_many_writers.py measures the
 choices (server; every process on the SQLite file directly; per-job stores merged afterwards) and
 docs/slurm.md says why this one: writers opening a NEW SQLite store at once break its schema migration.
@@ -146,7 +146,7 @@ def check_store(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(store URI, server URL): one `mlflow server` on loopback over a new SQLite store, for this module."""
-    from scalestudy.ui import serve
+    from scalestudy.ui.server import serve
 
     store = f"sqlite:///{tmp_path_factory.mktemp('many-writers') / 'store.db'}"
     with serve(store, free_port()) as url:

@@ -274,7 +274,10 @@ def test_a_local_jobs_ranks_talk_over_loopback_only(tmp_path, uri):
                 conns = proc.net_connections(kind="inet")
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if (proc.info["cmdline"] or [""])[1:3] == ["-m", "scalestudy.runners"]:  # python -m scalestudy.runners
+            if (proc.info["cmdline"] or [""])[1:3] == [
+                "-m",
+                "scalestudy.harness.runners",
+            ]:  # python -m scalestudy.harness.runners
                 ranks.setdefault(proc.pid, set()).update(c.laddr.ip for c in conns)
             elif "horovodrun" in cmd:
                 launcher.update(c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN)

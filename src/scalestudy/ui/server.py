@@ -1,7 +1,7 @@
 """python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the MLflow UI on this
 repository's store, with a link to each experiment's runs and to the runs behind each figure and table.
 
-Before serving, it saves in the store a view of the runs table (ui_links.py) for each experiment (all its runs,
+Before serving, it saves in the store a view of the runs table (links.py) for each experiment (all its runs,
 with the params and metrics that matter here as columns) and for each figure and table whose sidecar exists
 (DIR/figures/NAME.json, DIR/tables/NAME.json: exactly the runs it lists), then prints the links that open
 them. It runs `mlflow server` on store.tracking_uri(), bound to loopback, with one worker and without
@@ -28,8 +28,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from .store import StoreError, artifact_root, load_runs, relocate_artifacts, save_views, sqlite_path, tracking_uri
-from .ui_links import SHOWN_METRICS, SHOWN_PARAMS, experiment_view, owned, runs_view
+from ..store import StoreError, artifact_root, load_runs, relocate_artifacts, save_views, sqlite_path, tracking_uri
+from .links import SHOWN_METRICS, SHOWN_PARAMS, experiment_view, owned, runs_view
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_PASSWORD"
@@ -320,5 +320,5 @@ def main(argv: list[str] | None = None) -> int:
         _stop(proc)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m scalestudy.ui.server; python -m scalestudy.ui is __main__.py
     sys.exit(main())
