@@ -207,8 +207,8 @@ def read(folder: Path, *, progress: bool = True) -> list[RunRecord]:
     found, missing = absent_logs(folder.name, source.get("absent_logs") or [])
     if missing:
         names = ", ".join(f"{m['round']} {m['submitter']} {m['system']}" for m in missing)
-        print(f"mlperf-training-resnet: {len(missing)} logs absent (not in the mirror; fetch them from the URLs "
-              f"in source.yaml into {cache_dir() / folder.name}): {names}", file=sys.stderr)  # fmt: skip
+        print(f"mlperf-training-resnet: {len(missing)} logs absent (not in the mirror; scripts/fetch_absent_mlperf_"
+              f"logs.py fetches them into {cache_dir() / folder.name}): {names}", file=sys.stderr)  # fmt: skip
     entries = [(e, files[e["log"]], sha[e["log"]]) for e in source["results"]]
     for entry, copy in found:
         entries.append((entry, copy, hashlib.sha256(copy.read_bytes()).hexdigest()))
