@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import REFERENCE, raw_dir, run_module
+from helpers import REFERENCE, raw_dir, run_module
 
 from scalestudy.ingest import mlperf_training
 from scalestudy.ingest.logs.mlperf_events import events

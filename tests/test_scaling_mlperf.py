@@ -1,4 +1,4 @@
-"""The scaling model on MLPerf's GPU families (model/mlperf_check.py): the step-time arithmetic by hand, the
+"""The scaling model on MLPerf's GPU families (scaling/mlperf_check.py): the step-time arithmetic by hand, the
 overlap-bandwidth trade-off, the hardware bound, and the held-out check on the corpus."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import yaml
 
 from scalestudy import derive
 from scalestudy.config import CONF_DIR
-from scalestudy.model.mlperf_check import Hardware, check_families, efficiency, tradeoff
+from scalestudy.scaling.mlperf_check import Hardware, check_families, efficiency, tradeoff
 
 HW = Hardware(intra_GBps=300, inter_max_GBps=200, gpus_per_node=8, inter_latency_us=0)
 

@@ -9,7 +9,7 @@ import yaml
 
 from .. import derive
 from ..config import CONF_DIR
-from ..model.mlperf_check import check_families
+from ..scaling.mlperf_check import check_families
 
 
 def _families(runs: pd.DataFrame, min_scales: int) -> pd.DataFrame:
@@ -49,7 +49,7 @@ def families_stat(runs: pd.DataFrame, *, stat: str, column: str | None = None, k
 
 
 def model_check(runs: pd.DataFrame, *, stat: str, config: str = "scaling/mlperf.yaml", min_scales: int = 3) -> float:
-    """The scaling model on the GPU families (model/mlperf_check.py): `stat` of the held-out systems: held_out
+    """The scaling model on the GPU families (scaling/mlperf_check.py): `stat` of the held-out systems: held_out
     (their count), families, outside (measured outside the admissible range), error_max (the held-out error:
     largest |measured - midpoint|), error_min (smallest signed error), below (predicted midpoint below measured),
     overlap_min/overlap_max, inter_min/inter_max (GB/s of the admissible pairs)."""
