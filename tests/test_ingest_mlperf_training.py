@@ -14,7 +14,7 @@ from helpers import REFERENCE, raw_dir, run_module
 
 from scalestudy.ingest import mlperf_training
 from scalestudy.ingest.logs.mlperf_events import events
-from scalestudy.ingest.logs.mlperf_system_shapes import read_system
+from scalestudy.ingest.logs.mlperf_system import read_system_any_shape as read_system
 from scalestudy.schema import NOT_STATED, SchemaError
 
 FOLDER = REFERENCE / "mlperf-training-resnet"

@@ -6,8 +6,8 @@ SHA-256 (fetched into the cache, or read from the mirror: ingest/fetch.py), whic
 (`results`), and the logs the mirror lacks (`absent_logs`, each with its git blob id). A log republished byte for
 byte (the same SHA-256) in a later round or folder is one run, keyed by its first path; the copies are listed in
 the tag `copies`. The log is read by ingest/logs/mlperf_events.py (four formats) and ingest/mlperf_reading.py
-(the numbers), its system file by ingest/logs/mlperf_system_shapes.py (three shapes); the dataset's README says
-what each number is.
+(the numbers), its system file by ingest/logs/mlperf_system.py's read_system_any_shape (three shapes); the
+dataset's README says what each number is.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from . import fetched_raw_files, published_tags, read_source, read_text
 from .fetch import cache_dir, mirror_dir
 from .logs import device_name
 from .logs.mlperf_events import events
-from .logs.mlperf_system_shapes import read_system
+from .logs.mlperf_system import read_system_any_shape as read_system
 from .mlperf_reading import read as read_numbers
 
 FRAMEWORKS = ("mxnet", "pytorch", "tensorflow", "jax", "paddle", "mindspore", "caffe", "popart", "tinygrad")
