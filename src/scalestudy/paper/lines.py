@@ -41,11 +41,11 @@ def _categorical(values: pd.Series) -> bool:
 
 
 def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray, unit: str) -> None:
-    ax.set_xlabel(unit if plot["x"] == "workers" else plot.get("xlabel") or plot["x"])
+    ax.set_xlabel(unit if plot["x"] == "workers" else panel.get("xlabel") or plot.get("xlabel") or plot["x"])
     ax.set_ylabel(panel.get("ylabel") or ", ".join(panel["y"]))
     if plot.get("xscale") == "log2":
         ax.set_xscale("log", base=2)
-        ticks = sorted({float(x) for x in xs if x > 0})
+        ticks = [float(t) for t in panel.get("xticks") or plot.get("xticks") or sorted({float(x) for x in xs if x > 0})]
         ax.set_xticks(ticks)
         ax.set_xticklabels([f"{t:g}" for t in ticks])
     if panel.get("yscale"):
@@ -132,24 +132,26 @@ def _on_categories(part: pd.DataFrame, x: str, panel: dict) -> tuple[pd.DataFram
 
 
 def _panel_lines(fig_cfg: dict, part: pd.DataFrame, panel: dict, x: str, columns: tuple, styles: tuple) -> list:
-    """[legend, series name, y, rows, style] of every line of a panel: per hue, style and y column."""
+    """[legend, series name, y, rows, style, line name] of every line of a panel: per hue, style and y column;
+    `lines_by` splits a series into lines that share its legend entry (one line per MLPerf scale family)."""
     (hue, style_by), (colour_of, dash_of) = columns, styles
     flag = fig_cfg["plot"].get("flag") or {}
     labels = fig_cfg.get("labels") or {}
     ys = list(panel["y"])
+    lines_by = list(panel.get("lines_by", fig_cfg["plot"].get("lines_by")) or [])
     lines = []
     for hue_name, hue_rows in series_of(part, hue):
-        for style_name, rows in series_of(hue_rows, style_by):
+        for style_name, style_rows in series_of(hue_rows, style_by):
             name = " · ".join(s for s in (hue_name, style_name) if s)
-            for j, y in enumerate(ys):
+            for line_name, rows, j, y in _splits(style_rows, lines_by, ys):
                 line = rows[[x, y, *([flag["column"]] if flag else [])]].dropna(subset=[x, y]).sort_values(x)
                 line = line.loc[:, ~line.columns.duplicated()]
                 if line.empty:
                     continue
                 if line[x].duplicated().any():
                     raise ValueError(
-                        f"figure {fig_cfg['name']}: series {name or y!r} has several points at one "
-                        f"{x}; add the column that tells them apart to plot.hue"
+                        f"figure {fig_cfg['name']}: series {' · '.join(filter(None, (name, line_name))) or y!r} "
+                        f"has several points at one {x}; add the column that tells them apart to plot.hue"
                     )
                 k = dash_of[style_name] if style_by else j
                 style = {
@@ -160,20 +162,27 @@ def _panel_lines(fig_cfg: dict, part: pd.DataFrame, panel: dict, x: str, columns
                 if style_by and dash_of[style_name] % 2:
                     style["markerfacecolor"] = "white"  # the second style value: hollow markers too
                 legend = " · ".join(s for s in (name, labels.get(y, y) if len(ys) > 1 else "") if s)
-                lines.append([legend, name, y, line, style])
+                lines.append([legend, name, y, line, style, line_name])
     return lines
+
+
+def _splits(rows: pd.DataFrame, lines_by: list[str], ys: list[str]):
+    """(line name, rows, index of y, y) of each line of one series: per `lines_by` value and y column."""
+    for line_name, split in series_of(rows, lines_by):
+        for j, y in enumerate(ys):
+            yield line_name, split, j, y
 
 
 def _mark_covered(lines: list, x: str) -> None:
     """A line whose every point another (visible) line has too is drawn dashed, hollow and on top, and its
     legend says which lines it lies on."""
     where = {}  # (y, x, value) -> legends of the lines through that point
-    for legend, _, y, line, _ in lines:
+    for legend, _, y, line, *_ in lines:
         for px, py in zip(line[x], line[y]):
             where.setdefault((y, round(float(px), 9), round(float(py), 9)), []).append(legend)
     covered: set[str] = set()
     for entry in reversed(lines):
-        legend, _, y, line, style = entry
+        legend, _, y, line, style, _ = entry
         others = [{o for o in where[(y, round(float(px), 9), round(float(py), 9))] if o not in {legend, *covered}}
                   for px, py in zip(line[x], line[y])]  # fmt: skip
         if all(others):
@@ -189,13 +198,14 @@ def _draw_panel_lines(ax, lines: list, x: str, panel: dict, plot: dict, categori
     # `dodge`: each line's points shifted sideways by a step (a fraction of a doubling on a log2 axis, else in
     # x units) so that series with nearly equal values stay visible; the sidecar keeps the true x.
     dodge, xscale = float(panel.get("dodge", 0)), (None if categories else panel.get("xscale", plot.get("xscale")))
-    for i, (legend, name, y, line, style) in enumerate(lines):
+    for i, (legend, name, y, line, style, line_name) in enumerate(lines):
         shift = (i - (len(lines) - 1) / 2) * dodge
         drawn_x = line[x] * 2.0**shift if xscale == "log2" else line[x] + shift
         flagged = flag and y in flag.get("y", ys)
         odd = line[flag["column"]].fillna(False).astype(bool) if flagged else pd.Series(False, index=line.index)
         points += [{"panel": title, "series": name, "y": y, x: categories[int(px)] if categories else px,
-                    "value": py, **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
+                    "value": py, **({"line": line_name} if line_name else {}),
+                    **({"flagged": flag["column"], "marker": style["marker"]} if hit else {})}
                    for px, py, hit in zip(line[x], line[y], odd)]  # fmt: skip
         if categories:  # categories are not a scale: markers, no line between them
             style = {**style, "linestyle": "none"}
@@ -238,13 +248,14 @@ def _reference_lines(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, ti
         entries.setdefault("ideal", ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, zorder=1))
     elif isinstance(ideal, (int, float)) and not isinstance(ideal, bool):
         entries.setdefault("ideal", ax.axhline(float(ideal), color="grey", linewidth=1, alpha=0.6, zorder=1))
+    points = _vline(ax, part, x, panel, plot, title, entries)
     if not plot.get("median"):
-        return []
+        return points
     ys = list(panel["y"])
     values = part[ys].to_numpy(dtype=float).ravel()
     values = values[~np.isnan(values)]
     if not values.size:
-        return []
+        return points
     med = float(np.median(values))
     handle = ax.axhline(med, color="black", linewidth=1.2, linestyle="--", zorder=2)
     if several:  # one legend entry for the kind of line; each panel names its own value beside it
@@ -253,7 +264,19 @@ def _reference_lines(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, ti
                     va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")  # fmt: skip
     else:
         entries[f"median {med:.2f}×"] = handle
-    return [{"panel": title, "series": "median", "y": ",".join(ys), "value": med}]
+    return [*points, {"panel": title, "series": "median", "y": ",".join(ys), "value": med}]
+
+
+def _vline(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, title, entries: dict) -> list:
+    """`vline` ({column, legend}): a claim at an x without a number, a dotted line at each value of column."""
+    vline = panel.get("vline", plot.get("vline")) or {}
+    if not vline or vline["column"] not in part.columns:
+        return []
+    points = []
+    for at in sorted(set(part[vline["column"]].dropna().astype(float))):
+        entries.setdefault(vline["legend"], ax.axvline(at, color="dimgray", linestyle=":", linewidth=1.2))
+        points.append({"panel": title, "series": vline["legend"], "y": vline["column"], x: at})
+    return points
 
 
 def _axes_of_panel(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, categories: list, unit: str) -> None:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from ...schema import RunRecord, SchemaError
 from . import WARNING_TAG, LogOptions, device_name, lines_of, log_record, param, run_tags, strip_rank
+from .mlperf_events import mllog_entry
 from .mlperf_system import frameworks_named, read_system, system_facts, system_file
 
 FORMAT = "mlperf"
@@ -72,16 +73,8 @@ def _scan(path: Path, lines: Sequence[str]) -> _Log:
         at = text.find(MARK)
         if at < 0:
             continue
-        try:
-            entry = json.loads(text[at + len(MARK) :])
-        except ValueError as err:
-            raise SchemaError(f"{path}:{number}: MLLOG line is not valid JSON (cut short?): {err.msg}") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
-            raise SchemaError(f"{path}:{number}: MLLOG line without a 'key'")
-        ms = entry.get("time_ms")
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)):
-            raise SchemaError(f"{path}:{number}: MLLOG line {entry['key']!r} has no numeric time_ms")
-        ms, key, meta = int(ms), entry["key"], entry.get("metadata") or {}
+        entry = mllog_entry(text[at + len(MARK) :], f"{path}:{number}")  # time_ms, or time_s (v0.7 Alibaba)
+        ms, key, meta = round(entry["t_s"] * 1000), entry["key"], entry.get("metadata") or {}
         log.values[key] = (entry.get("value"), number, ms)
         log.first.setdefault(key, (entry.get("value"), number, ms))
         if key == "epoch_start":
