@@ -149,7 +149,7 @@ def _legend_below(fig: plt.Figure, entries: dict) -> None:
     fig.legend(list(entries.values()), list(entries), loc="outside lower center", ncol=columns, frameon=False)
 
 
-def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:
+def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[plt.Figure, list[dict]]:  # noqa: C901 -- split by issue 24
     """Lines of y against x, one axes per panel: colour per `hue` combination; line style per y column, or per
     `style` combination (e.g. protocol: the same set-up under two protocols keeps its colour). A panel may draw
     only some rows (`where`), set its own `hue`, `style`, `x` and `ideal`; an x of categories (variable_update)

@@ -61,7 +61,7 @@ def _ms(text: str, where: str) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def parse(path: Path, options: LogOptions) -> list[RunRecord]:
+def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- split after issue 21 lands (its branch rewrites the log parsers)
     """The run of one --benchmark_log_dir folder; `path` is the folder or a file in it."""
     folder = path if path.is_dir() else path.parent
     metric_path, bench_path = folder / "metric.log", folder / "benchmark.log"

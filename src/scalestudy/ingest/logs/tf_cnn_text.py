@@ -154,7 +154,7 @@ def variable_update(
     return raw, tags
 
 
-def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:
+def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:  # noqa: C901 -- split after issue 21 lands (its branch rewrites the log parsers)
     where = f"{path}:{run.start}"
     header = run.header
     if "Model" not in header:
