@@ -9,6 +9,7 @@ following the study's own reading (experiments/reference/hacksa-2019/README.md):
   global_step. At the last logged step, throughput_per_worker = mean of `average_examples_per_sec` over the
   ranks' lines and throughput_total = their sum. A group with fewer lines than ranks gives the mean of what is
   there and mean x N as total, with a `throughput_note` tag saying so.
+- time_first_interval_s, time_steady_interval_s: the logging hook's ten-step timings (tf_hooks.py).
 - series step_throughput_total: per logged step, the sum over ranks of `current_examples_per_sec`, stamped with
   the latest timestamp of the step's lines.
 - a log without `Training took` is a FAILED run whose `failure_reason` quotes the log (Slurm time limit, lost
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
 from . import fetched_raw_files, published_tags, read_source, read_text
+from .tf_hooks import warmup_intervals
 
 # The cluster (BSC, Barcelona) logs local time, which is CET = UTC+1 in December and January, the months of
 # every log here. Checked on the data (and by read_log on every import): with this offset each log's first
@@ -135,7 +137,7 @@ def _ms(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def _scan(path: Path) -> _Log:  # noqa: C901 -- split after issue 24 lands (its branch edits this file)
+def _scan(path: Path) -> _Log:  # noqa: C901 -- still to split (issue 22): issue 24 was editing it
     log = _Log()
 
     def seen(ms: int) -> None:
@@ -267,7 +269,7 @@ def _failure_reason(path: Path, log: _Log) -> str:
     return "; also ".join(parts)
 
 
-def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- split after issue 24 lands (its branch edits this file)
+def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- still to split (issue 22): issue 24 was editing it
     m = FILE_RE.match(path.name)
     if not m:
         raise SchemaError(f"{path}:1: file name is not 'N.err' or 'N.<model>.err'")
@@ -322,6 +324,7 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- 
                     f"the initialisation ({metrics['time_init_s']:.3f} s)"
                 )
 
+    metrics.update(warmup_intervals(read_text(path)))
     # Benchmark lines: one per rank per logged step, not labelled by rank.
     groups: dict[str, dict[int, list[_Bench]]] = {name: defaultdict(list) for name in BENCH_NAMES}
     by_step: dict[int, list[_Bench]] = defaultdict(list)
