@@ -22,7 +22,7 @@ STORE_KEY := $(shell printf '%s' "$(MLFLOW_TRACKING_URI)" | cksum | cut -d' ' -f
 IMPORTED := .mlflow/imported-$(STORE_KEY).stamp
 DATASET_STAMPS := .mlflow/imported-$(STORE_KEY)
 REFERENCE_FILES := $(shell find experiments/reference -type f | sort)
-INGEST_CODE := $(wildcard src/scalestudy/ingest/*.py) src/scalestudy/schema.py src/scalestudy/tracking.py
+INGEST_CODE := $(wildcard src/scalestudy/ingest/*.py) src/scalestudy/schema.py $(wildcard src/scalestudy/store/*.py)
 # Third-party raw files (listed by URL and SHA-256 in each source.yaml) are fetched into a cache
 # (SCALESTUDY_DATA_CACHE, default ~/.cache/scalestudy), from SCALESTUDY_DATA_MIRROR where set: by default the
 # mirror beside the checkout, ../shared/reference, where it exists (CI, machines without internet).

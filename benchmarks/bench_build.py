@@ -65,10 +65,10 @@ def bench_store_10k(runs: int = 10_000, repeat: int = 3) -> None:
 
 def bench_readers(repeat: int = 3) -> None:
     """Why the builder reads a SQLite store directly: a fresh process reading every run of the repository's
-    store, by each path (both give the same table: tests/test_tracking.py)."""
+    store, by each path (both give the same table: tests/test_store.py)."""
     subprocess.run(["make", "-s", "import"], cwd=REPO, check=True, capture_output=True)
     for reader in ("sqlite", "api"):
-        code = f"from scalestudy.tracking import load_runs; load_runs(via_api={reader == 'api'})"
+        code = f"from scalestudy.store import load_runs; load_runs(via_api={reader == 'api'})"
         times = []
         for _ in range(repeat):
             start = time.perf_counter()

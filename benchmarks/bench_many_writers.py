@@ -3,9 +3,9 @@
   python benchmarks/bench_many_writers.py [--writers 8] [--runs 4] [--repeat 3] [--modes server,direct,merge]
 
 Each writer is a fresh process (as a sweep job is) that records `runs` runs with
-scalestudy.tracking.log_measured_run (params, metrics, a 60-point series, one artifact); all start
+scalestudy.store.log_measured_run (params, metrics, a 60-point series, one artifact); all start
 writing at the same moment. Modes:
-- server: every writer talks HTTP to one `mlflow server` on loopback over the SQLite store (scalestudy.ui.serve);
+- server: every writer talks HTTP to one `mlflow server` on loopback over the SQLite store (scalestudy.ui.server.serve);
 - direct: every writer opens the same SQLite file (what happens without a server);
 - merge:  every writer has its own SQLite store; afterwards one process copies all runs into the main store.
 Printed per mode: wall time of the writing (median and range), runs found complete, errors seen.
@@ -28,11 +28,11 @@ from test_many_writers import EXPERIMENT, check_store, run_writers  # noqa: E402
 
 
 def merge_stores(sources: list[str], dest: str) -> int:
-    """Copy every run of EXPERIMENT from each source store into dest (a prototype for tracking.py)."""
+    """Copy every run of EXPERIMENT from each source store into dest (a prototype for the store package)."""
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param
 
-    from scalestudy.tracking import ensure_experiment
+    from scalestudy.store import ensure_experiment
 
     out = MlflowClient(tracking_uri=dest)
     exp_id = ensure_experiment(out, dest, EXPERIMENT)
@@ -60,8 +60,8 @@ def merge_stores(sources: list[str], dest: str) -> int:
 
 
 def one_round(mode: str, writers: int, runs: int, warm: bool) -> dict:
-    from scalestudy.tracking import sync_experiment
-    from scalestudy.ui import serve
+    from scalestudy.store import sync_experiment
+    from scalestudy.ui.server import serve
 
     tmp = Path(tempfile.mkdtemp(prefix=f"many-writers-{mode}-"))
     store = f"sqlite:///{tmp / 'store.db'}"

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # runs from a checkout without `pip install -e .` too
 
 from scalestudy.schema import MODELS, RunRecord, run_name  # noqa: E402
-from scalestudy.tracking import ensure_experiment, load_runs, sqlite_path  # noqa: E402
+from scalestudy.store import ensure_experiment, load_runs, sqlite_path  # noqa: E402
 
 EXPERIMENT = "synthetic-load"
 # Images/s of one P100 on synthetic data (TF benchmarks 2017 where published, else close to them).

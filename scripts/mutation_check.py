@@ -15,7 +15,7 @@ unchanged copy: a bug counts as caught only by tests that pass without it.
 
 The published runs are imported once, on the unchanged copy, and each run copies that store
 (SCALESTUDY_TEST_PUBLISHED_STORE, tests/conftest.py), except for bugs planted in the importers, the schema or
-tracking.py, whose runs import again. Exit code 0 when every bug is caught, 1 when one is not, 2 on bad input.
+store/, whose runs import again. Exit code 0 when every bug is caught, 1 when one is not, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parents[1]
 MUTATIONS = REPO / "scripts" / "mutations.yaml"
 FIELDS = ("id", "kind", "breaks", "file", "old", "new", "tests")
 # Code a prebuilt store would hide a bug in: bugs planted here import the published runs again.
-IMPORT_PATH = ("src/scalestudy/ingest/", "src/scalestudy/schema.py", "src/scalestudy/tracking.py")
+IMPORT_PATH = ("src/scalestudy/ingest/", "src/scalestudy/schema.py", "src/scalestudy/store/")
 
 
 def load(path: Path) -> dict[str, list[dict]]:

@@ -18,7 +18,7 @@ from datetime import datetime
 import pytest
 from conftest import REPO, sidecar
 
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 
 def seconds(start: str, end: str) -> float:

@@ -7,7 +7,7 @@ import pytest
 import yaml
 from conftest import REPO, run_module
 
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 
 def build(uri, out_dir, *args, check=True):

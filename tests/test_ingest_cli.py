@@ -14,7 +14,7 @@ import pytest
 from conftest import mirror_copy, require_raw_data
 
 from scalestudy.ingest.__main__ import main
-from scalestudy.tracking import artifact_root, load_runs, load_series
+from scalestudy.store import artifact_root, load_runs, load_series
 
 REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
 DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs", "malik-2018",

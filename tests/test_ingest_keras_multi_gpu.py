@@ -14,7 +14,7 @@ from conftest import REFERENCE, dataset_copy, require_raw_data, run_module
 from scalestudy import derive
 from scalestudy.ingest import keras_multi_gpu
 from scalestudy.schema import NOT_STATED, SchemaError
-from scalestudy.tracking import check_records
+from scalestudy.store import check_records
 
 DATASET = "keras-multi-gpu-2017"
 TRACE = "benchmark_batch_inception3_az-2xm-60.txt"
@@ -160,7 +160,7 @@ def test_a_bad_row_stops_the_import_naming_its_line(tmp_path):
     assert "created" not in proc.stdout
     db = Path(store[len("sqlite:///") :])
     if db.exists():  # the store may exist, but without a run of the dataset
-        from scalestudy.tracking import load_runs
+        from scalestudy.store import load_runs
 
         runs = load_runs(store)
         assert runs.empty or DATASET not in set(runs.get("experiment", []))
@@ -179,7 +179,7 @@ def test_import_is_idempotent_and_describes_the_experiment(tmp_path):
     assert "152 runs" in first.stdout and "152 created" in first.stdout
     again = run_module("scalestudy.ingest", DATASET, uri=store)
     assert "0 created, 0 updated, 152 unchanged, 0 deleted" in again.stdout
-    from scalestudy.tracking import load_runs
+    from scalestudy.store import load_runs
 
     runs = load_runs(store)
     assert runs.groupby("record").size().to_dict() == {"log": 46, "table": 106}

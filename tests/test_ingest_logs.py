@@ -21,7 +21,7 @@ from conftest import REPO, run_module
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, detect, device_name, read_logs, user_source
 from scalestudy.schema import NOT_STATED, SchemaError
-from scalestudy.tracking import load_runs, sync_experiment
+from scalestudy.store import load_runs, sync_experiment
 
 
 def _shared_reference() -> Path | None:

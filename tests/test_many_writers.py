@@ -1,13 +1,13 @@
 """Many writers, nothing lost (issue 4): at least 8 processes record runs at the same moment into ONE store
-through scalestudy.tracking.log_measured_run, and every run is found complete (status, params, metrics, the
+through scalestudy.store.log_measured_run, and every run is found complete (status, params, metrics, the
 whole per-step series, the artifact), with no "database is locked" or any other error.
 
-The writers go through an `mlflow server` on loopback (scalestudy.ui.serve) over the SQLite store: the server
+The writers go through an `mlflow server` on loopback (scalestudy.ui.server.serve) over the SQLite store: the server
 creates and migrates the store once and is its one writer. benchmarks/bench_many_writers.py measures the
 choices (server; every process on the SQLite file directly; per-job stores merged afterwards) and
 docs/slurm.md says why this one: writers opening a NEW SQLite store at once break its schema migration.
 
-Writers that create the experiment at once race in tracking.ensure_experiment (get, then create): the losers get
+Writers that create the experiment at once race in store.write.ensure_experiment (get, then create): the losers get
 RESOURCE_ALREADY_EXISTS and read the experiment back; test_..._new_experiment checks that no run is lost then,
 test_..._existing_experiment is the steady state.
 """
@@ -61,7 +61,7 @@ def write_runs(uri: str, writer: int, runs: int, folder: str, barrier, results, 
     """One writer process: wait for all, then log `runs` runs; report run ids, errors and seconds."""
     import mlflow  # noqa: F401  (imported before the barrier: the writers then start together)
 
-    from scalestudy.tracking import log_measured_run
+    from scalestudy.store import log_measured_run
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -89,7 +89,7 @@ def run_writers(
     store = uri if callable(uri) else (lambda _writer: uri)
     import mlflow  # noqa: F401  (imported once here: forked writers start at once instead of after 4 s each)
 
-    import scalestudy.tracking  # noqa: F401
+    import scalestudy.store  # noqa: F401
 
     ctx = mp.get_context("fork")  # separate processes, each with its own connections, as separate jobs
     barrier, results = ctx.Barrier(writers + 1), ctx.Queue()
@@ -117,7 +117,7 @@ def check_store(
     uri: str, writers: int = WRITERS, runs: int = RUNS_PER_WRITER, experiment: str = EXPERIMENT
 ) -> list[str]:
     """What is missing or incomplete in the store (an empty list: nothing lost)."""
-    from scalestudy.tracking import artifact_root, load_runs, load_series, sqlite_path
+    from scalestudy.store import artifact_root, load_runs, load_series, sqlite_path
 
     problems = []
     table = load_runs(uri)
@@ -146,7 +146,7 @@ def check_store(
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """(store URI, server URL): one `mlflow server` on loopback over a new SQLite store, for this module."""
-    from scalestudy.ui import serve
+    from scalestudy.ui.server import serve
 
     store = f"sqlite:///{tmp_path_factory.mktemp('many-writers') / 'store.db'}"
     with serve(store, free_port()) as url:
@@ -163,7 +163,7 @@ def _assert_nothing_lost(result: dict, store: str, experiment: str) -> None:
 
 @pytest.mark.integration
 def test_eight_writers_through_one_mlflow_server_lose_nothing_existing_experiment(server, tmp_path):
-    from scalestudy.tracking import sync_experiment
+    from scalestudy.store import sync_experiment
 
     store, url = server
     sync_experiment("many-writers-existing", [], url)  # as after a sweep's first job

@@ -140,7 +140,7 @@ def published(published_store):
     from omegaconf import OmegaConf
 
     from scalestudy.model.cli import SETTINGS_FILE
-    from scalestudy.tracking import load_runs
+    from scalestudy.store import load_runs
 
     return load_runs(published_store), OmegaConf.to_container(OmegaConf.load(SETTINGS_FILE))
 

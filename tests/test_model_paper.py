@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from scalestudy.config import compose
 from scalestudy.paper.model_figure import dodged, draw_scaling_model
 from scalestudy.paper.selection import select_runs
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_module
 
 from scalestudy.paper import numbers
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 # ------------------------------------------------------------------------------------------------
 # The functions

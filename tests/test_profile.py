@@ -249,7 +249,7 @@ def _cli(*args, store: str | None = None) -> subprocess.CompletedProcess:
 @needs_profiles
 def test_cli_summarizes_every_real_file():
     files = sorted(str(p) for p in PROFILES.rglob("*") if p.suffix in (".sqlite", ".nvvp", ".json"))
-    assert len(files) == 6  # the mirror of 2026-11-25 holds two Horovod timelines
+    assert len(files) == 6  # 2 Nsight Systems, 2 nvprof, 2 Horovod timelines (the 12-rank one added to the shared data)
     proc = _cli(*files, "--top", "3")
     assert proc.returncode == 0, proc.stderr
     for text in ("47,484.826", "flash_fwd_kernel", "ncclAllReduceTreeLLKernel_sum_i32", "622.776", "25.402"):
@@ -305,7 +305,7 @@ def test_good_files_are_summarized_beside_a_bad_one(tmp_path):
 @needs_profiles
 @pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
 def test_summary_logged_on_a_run(store_copy):
-    from scalestudy.tracking import load_runs
+    from scalestudy.store import load_runs
 
     run_id = load_runs(store_copy).query("experiment == 'horovod-docs'")["run_id"].iloc[0]
     proc = _cli(PROFILES / NSYS_NEW, "--run", run_id, store=store_copy)

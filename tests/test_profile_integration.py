@@ -17,7 +17,7 @@ from conftest import REPO, run_module
 
 from scalestudy.model.sizes import size_of
 from scalestudy.profile import ProfileError, summarize
-from scalestudy.tracking import load_runs
+from scalestudy.store import load_runs
 
 pytestmark = [
     pytest.mark.integration,

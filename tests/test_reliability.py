@@ -21,7 +21,7 @@ import pytest
 from conftest import REFERENCE, REPO, dataset_copy, free_port, mirror_copy, run_module
 
 from scalestudy.paper.selection import EmptySelection, select_runs
-from scalestudy.tracking import StoreError, load_runs, log_measured_run, relocate_artifacts
+from scalestudy.store import StoreError, load_runs, log_measured_run, relocate_artifacts
 
 TF = "tf-benchmarks-2017"
 TF_TARGETS = ("figure-3", "figure-4", "table-1")  # what the tf-benchmarks dataset alone draws

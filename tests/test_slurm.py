@@ -1,5 +1,5 @@
 """Slurm, for real: a one-node cluster on this machine (tests/slurm_cluster.py), submitit, Hydra's submitit
-launcher with the repository's conf/cluster/slurm.yaml, and the srun command of scalestudy.slurm.
+launcher with the repository's conf/cluster/slurm.yaml, and the srun command of scalestudy.harness.slurm.
 
 The unit tests at the top need no Slurm; the integration tests share one cluster for the session.
 """
@@ -17,8 +17,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 from omegaconf import OmegaConf
 
-from scalestudy.slurm import commands as slurm
-from scalestudy.tracking import load_runs
+from scalestudy.harness.slurm import commands as slurm
+from scalestudy.store import load_runs
 
 REPO = Path(__file__).resolve().parents[1]
 APP = Path(__file__).resolve().parent / "slurm_app" / "app.py"
@@ -66,7 +66,7 @@ def cfg(**over):
 def test_srun_command_one_rank_per_gpu_in_the_image():
     cmd = slurm.srun_command(
         cfg(),
-        ["-m", "scalestudy.runners", "/j/config.yaml"],
+        ["-m", "scalestudy.harness.runners", "/j/config.yaml"],
         image="/img/scalestudy.sif",
         log_dir="/j/rank-logs",
         binds=["/j"],
@@ -86,7 +86,7 @@ def test_srun_command_one_rank_per_gpu_in_the_image():
     assert cmd[exec_at + 6 :] == [
         "python",
         "-m",
-        "scalestudy.slurm",
+        "scalestudy.harness.slurm",
         "rank",
         "--log-dir",
         "/j/rank-logs",
@@ -95,7 +95,7 @@ def test_srun_command_one_rank_per_gpu_in_the_image():
         "--",
         "python",
         "-m",
-        "scalestudy.runners",
+        "scalestudy.harness.runners",
         "/j/config.yaml",
     ]
 
@@ -209,7 +209,7 @@ def test_cluster_slurm_launches_the_ranks_with_srun_in_the_image():
     need_submitit_launcher()
     from hydra import compose, initialize_config_dir
 
-    from scalestudy.launch import launcher_command
+    from scalestudy.harness.launch import launcher_command
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         conf = compose(
@@ -233,7 +233,7 @@ def test_cluster_slurm_launches_the_ranks_with_srun_in_the_image():
         "/j",
         "/img/s.sif",
     ]
-    assert cmd[-3:] == ["-m", "scalestudy.runners", "/j/config.yaml"]
+    assert cmd[-3:] == ["-m", "scalestudy.harness.runners", "/j/config.yaml"]
     assert conf.cluster.runs_recorded_by == "submitter"
 
 
@@ -469,7 +469,7 @@ def test_figure_sweep_on_slurm_lands_in_mlflow_and_redraws_the_figure(slurm_clus
     assert sorted(r["run_id"] for r in sidecar["mlflow_runs"]) == sorted(runs.run_id)
     assert (tmp_path / "paper" / "figures" / "figure-1.pdf").stat().st_size > 1000
     # recording the sweep again adds nothing
-    from scalestudy.slurm.sweep import record_sweep
+    from scalestudy.harness.slurm.sweep import record_sweep
 
     assert record_sweep(tmp_path / "sweep", uri) == [] and len(load_runs(uri)) == 2
 
@@ -517,7 +517,7 @@ def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path, emp
     driver) becomes a FAILED run naming the Slurm job; a folder with run.json is recorded as it says."""
     from hydra import compose, initialize_config_dir
 
-    from scalestudy.slurm.sweep import record_sweep
+    from scalestudy.harness.slurm.sweep import record_sweep
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         conf = compose("train", overrides=["cluster=slurm", "workers=2", "model=vgg16", "platform=test"])

@@ -22,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import numpy as np
 import pytest
 
-from scalestudy.tracking import load_runs, load_series
+from scalestudy.store import load_runs, load_series
 
 REPO = Path(__file__).resolve().parents[1]
 HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
@@ -274,7 +274,10 @@ def test_a_local_jobs_ranks_talk_over_loopback_only(tmp_path, uri):
                 conns = proc.net_connections(kind="inet")
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if (proc.info["cmdline"] or [""])[1:3] == ["-m", "scalestudy.runners"]:  # python -m scalestudy.runners
+            if (proc.info["cmdline"] or [""])[1:3] == [
+                "-m",
+                "scalestudy.harness.runners",
+            ]:  # python -m scalestudy.harness.runners
                 ranks.setdefault(proc.pid, set()).update(c.laddr.ip for c in conns)
             elif "horovodrun" in cmd:
                 launcher.update(c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN)

@@ -26,9 +26,9 @@ import yaml
 from conftest import REPO, free_port, run_module
 
 from scalestudy.schema import REQUIRED_PARAMS
-from scalestudy.tracking import load_runs
-from scalestudy.ui import ADMIN_PASSWORD_ENV, UIError, auth_config, serve
-from scalestudy.ui_links import experiment_view, owned, runs_view
+from scalestudy.store import load_runs
+from scalestudy.ui.links import experiment_view, owned, runs_view
+from scalestudy.ui.server import ADMIN_PASSWORD_ENV, UIError, auth_config, serve
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -222,7 +222,7 @@ def _report(capsys, *paths: Path) -> None:
 
 
 def test_a_view_is_a_pure_function_of_its_runs():
-    """The builder and the UI compute the same view and link from the same runs (ui_links.py)."""
+    """The builder and the UI compute the same view and link from the same runs (scalestudy.ui.links)."""
     runs = [("b" * 32, "1", "tf-benchmarks-2017"), ("a" * 32, "1", "tf-benchmarks-2017")]
     view = runs_view("figure-3", runs, "P100 against K80")
     assert view == runs_view("figure-3", reversed(runs), "P100 against K80")

@@ -1,4 +1,4 @@
-"""Importers: published measurements -> RunRecords -> MLflow (through tracking.sync_experiment).
+"""Importers: published measurements -> RunRecords -> MLflow (through store.sync_experiment).
 
 Each importer is a pure parser `read(folder) -> list[RunRecord]` over one folder of
 experiments/reference/; it raises SchemaError naming file and line on bad input. Nothing is

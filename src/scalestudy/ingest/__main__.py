@@ -3,7 +3,7 @@
 `python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/cli.py).
 
 Every dataset is read and checked before the first run is written; then each dataset is written as one
-transaction (tracking.sync_experiment), under the store's lock, so concurrent imports wait for each other.
+transaction (store.sync_experiment), under the store's lock, so concurrent imports wait for each other.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import cli
 from ..config import CONF_DIR, experiment_users
 from ..schema import SchemaError
-from ..tracking import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
+from ..store import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
 from . import REFERENCE_DIR, experiment_description, read_source, registry
 
 

@@ -38,7 +38,7 @@ def load_settings(overrides: list[str]) -> dict:
 
 
 def _runs():
-    from ..tracking import load_runs
+    from ..store import load_runs
 
     return load_runs()
 

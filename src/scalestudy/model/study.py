@@ -1,6 +1,6 @@
 """The scaling model on the study's runs: fits, the held-out check, the claims and the what-ifs.
 
-Pure functions of the tidy run table (tracking.load_runs) and of the settings in conf/scaling/default.yaml (a
+Pure functions of the tidy run table (store.load_runs) and of the settings in conf/scaling/default.yaml (a
 plain dict here); figure 7, table 4 and `python -m scalestudy.model` call them, so the paper's numbers and a
 user's what-if come from the same code.
 

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from ..cli import one_line, run
 from ..config import CONF_DIR
 from ..provenance import git_commit, remove_stale_temporaries
-from ..tracking import load_runs, tracking_uri
+from ..store import load_runs, tracking_uri
 from .selection import NoRunsDeclared
 
 GROUPS = ("figure", "table", "numbers")  # what the builder makes: conf/<group>/<group>-N.yaml

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..config import call
 from ..provenance import atomic_files, json_text
-from ..tracking import load_series
+from ..store import load_series
 from ..warmup import mser
 from .formats import label
 from .latex import tex

@@ -24,7 +24,7 @@ from hydra.utils import get_method
 from .. import derive
 from ..config import call, compose
 from ..provenance import atomic_files, json_text
-from ..tracking import load_series
+from ..store import load_series
 from ..warmup import mser
 from .formats import fmt
 from .selection import matches, same, select_runs

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from ..schema import SOURCES
-from ..ui_links import runs_view, sidecar_entry
+from ..ui.links import runs_view, sidecar_entry
 
 
 class EmptySelection(LookupError):
@@ -70,6 +70,6 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
 
 
 def ui_entry(name: str, chosen: pd.DataFrame, title: str = "") -> dict:
-    """The sidecar's links to the chosen runs in MLflow's UI (ui_links.py), for a figure or a table."""
+    """The sidecar's links to the chosen runs in MLflow's UI (scalestudy.ui.links), for a figure or a table."""
     runs = zip(chosen["run_id"], chosen["experiment_id"].astype(str), chosen["experiment"].astype(str))
     return sidecar_entry(runs_view(name, runs, title))

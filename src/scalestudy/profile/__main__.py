@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         return 2
     if args.run:
-        from ..tracking import StoreError, log_metrics  # imports mlflow only when asked
+        from ..store import StoreError, log_metrics  # imports mlflow only when asked
 
         try:
             log_metrics(args.run, summaries[0].metrics, tags={"profile_file": summaries[0].path})

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ... import cli
 from ...schema import SchemaError
-from ...tracking import StoreError, check_records, describe_experiments, run_tag_values, sync_experiment, tracking_uri
+from ...store import StoreError, check_records, describe_experiments, run_tag_values, sync_experiment, tracking_uri
 from .. import REFERENCE_DIR, read_source
 from . import FORMAT_NAMES, LogOptions, read_logs, user_source
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .schema import SERIES
-from .warmup import warmup_end
+from ..schema import SERIES
+from ..warmup import warmup_end
 
 STEP_SERIES = "step_throughput_total"
 assert STEP_SERIES in SERIES

@@ -4,7 +4,8 @@ Each sweep job is one Slurm job, submitted by Hydra's submitit launcher (conf/cl
 task, the job's *driver* (python -m scalestudy.train), starts the job's ranks as one job step:
 
     srun --overlap --nodes=N --ntasks=W --ntasks-per-node=W/N ... \\
-         [singularity exec --nv IMAGE] python -m scalestudy.slurm rank --log-dir DIR -- python -m scalestudy.runners CFG
+         [singularity exec --nv IMAGE] python -m scalestudy.harness.slurm rank --log-dir DIR -- \\
+         python -m scalestudy.harness.runners CFG
 
 - commands.py: the srun command line, where ranks go, their Horovod environments (pure functions);
 - job.py: inside the allocation: time left, hosts, the Gloo rendezvous server, the `rank` wrapper;

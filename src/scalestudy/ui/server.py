@@ -1,10 +1,10 @@
 """python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the MLflow UI on this
 repository's store, with a link to each experiment's runs and to the runs behind each figure and table.
 
-Before serving, it saves in the store a view of the runs table (ui_links.py) for each experiment (all its runs,
+Before serving, it saves in the store a view of the runs table (links.py) for each experiment (all its runs,
 with the params and metrics that matter here as columns) and for each figure and table whose sidecar exists
 (DIR/figures/NAME.json, DIR/tables/NAME.json: exactly the runs it lists), then prints the links that open
-them. It runs `mlflow server` on tracking.tracking_uri(), bound to loopback, with one worker and without
+them. It runs `mlflow server` on store.tracking_uri(), bound to loopback, with one worker and without
 MLflow's background job runner; the server's log goes to a file beside the store, so the links stay on the
 screen. With --auth the server is MLflow's basic-auth app: every request needs a user and password.
 `serve(uri, port)` starts the same server for tests and stops it (its whole process group) on exit.
@@ -28,8 +28,8 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from .tracking import StoreError, artifact_root, load_runs, relocate_artifacts, save_views, sqlite_path, tracking_uri
-from .ui_links import SHOWN_METRICS, SHOWN_PARAMS, experiment_view, owned, runs_view
+from ..store import StoreError, artifact_root, load_runs, relocate_artifacts, save_views, sqlite_path, tracking_uri
+from .links import SHOWN_METRICS, SHOWN_PARAMS, experiment_view, owned, runs_view
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 ADMIN_PASSWORD_ENV = "MLFLOW_AUTH_ADMIN_PASSWORD"
@@ -60,7 +60,7 @@ def server_command(uri: str, host: str = "127.0.0.1", port: int = 5000, auth: bo
     ]
     path = sqlite_path(uri)
     if path is not None:
-        artifacts = artifact_root(uri)  # where tracking.py puts the store's artifacts
+        artifacts = artifact_root(uri)  # where the store puts the store's artifacts
         artifacts.mkdir(parents=True, exist_ok=True)
         cmd += ["--default-artifact-root", artifacts.as_uri(), "--no-serve-artifacts"]
     if auth:
@@ -320,5 +320,5 @@ def main(argv: list[str] | None = None) -> int:
         _stop(proc)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m scalestudy.ui.server; python -m scalestudy.ui is __main__.py
     sys.exit(main())

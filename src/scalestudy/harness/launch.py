@@ -7,7 +7,7 @@
   moved to another session die too: no orphans), collects the launcher's and every rank's log,
   and reads rank 0's result file.
 
-Nothing here imports a framework or MLflow: the driver (train.py) turns a JobOutcome into one MLflow run.
+Nothing here imports a framework or MLflow: the driver (driver.py) turns a JobOutcome into one MLflow run.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ LAUNCHER_LOG = "launcher.log"
 TIMELINE_FILE = "horovod_timeline.json"  # profile=timeline: Horovod's coordinator (rank 0) writes it
 PROFILE_DIR = "profile"  # profile=tf|mxnet: each rank's profiler output, in rank-N/
 # What every rank runs: the framework's runner (cfg.framework.runner._target_) on the job's config file.
-RANK_PROGRAM = ["-m", "scalestudy.runners"]
+RANK_PROGRAM = ["-m", "scalestudy.harness.runners"]
 SLURM_RECORD_MARGIN_S = 20.0  # time kept back from the Slurm limit to kill the ranks and record the run
 SLURM_SIGNAL_SLACK_S = 60.0  # Slurm sends a job's --signal up to this much earlier than asked
 

@@ -2,7 +2,7 @@
 
 With cluster=slurm each sweep job runs on a compute node, which may share no database and reach no server
 with the submitting (login) node. So a job does not write MLflow itself: it leaves its run in its folder
-(`run.json`, train.py), and the submitter records every job of the sweep when the sweep ends, however it
+(`run.json`, record.py), and the submitter records every job of the sweep when the sweep ends, however it
 ends (`RecordSweep`, a Hydra callback of conf/cluster/slurm.yaml, registers that at the sweep's start).
 
 - A job that left run.json: its run, FINISHED or FAILED, with the job's Slurm log attached.
@@ -11,7 +11,7 @@ ends (`RecordSweep`, a Hydra callback of conf/cluster/slurm.yaml, registers that
 - A job recorded once is not recorded again (`run.recorded` holds its run id), so recording a sweep twice,
   or by hand after the submitter was killed, adds nothing twice:
 
-    python -m scalestudy.slurm record multirun/train/2026-11-22_10-00-00
+    python -m scalestudy.harness.slurm record multirun/train/2026-11-22_10-00-00
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ RUNNING = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED")
 
 def _slurm(job_dir: Path) -> dict:
     """The Slurm job of this folder, as its driver wrote it into config.yaml (launch.slurm)."""
-    from ..train import JOB_CONFIG
+    from ..job_config import JOB_CONFIG
 
     cfg = OmegaConf.load(job_dir / JOB_CONFIG)
     return OmegaConf.to_container(OmegaConf.select(cfg, "launch.slurm") or OmegaConf.create({}))
@@ -48,8 +48,9 @@ def _slurm_logs(job_dir: Path) -> dict[str, str]:
 
 def _lost_job_record(job_dir: Path):
     """A FAILED run for a job that started but recorded nothing (its config says what it was)."""
+    from ..job_config import JOB_CONFIG
     from ..launch import JobOutcome
-    from ..train import JOB_CONFIG, job_record
+    from ..record import job_record
 
     cfg = OmegaConf.load(job_dir / JOB_CONFIG)
     slurm_id = _slurm(job_dir).get("SLURM_JOB_ID") or "?"
@@ -67,8 +68,9 @@ def _lost_job_record(job_dir: Path):
 
 def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
     """Record every job of the sweep not recorded yet; returns one summary per job recorded now."""
-    from ..tracking import log_measured_run
-    from ..train import JOB_CONFIG, RUN_FILE, describe_experiment, load_record
+    from ...store import log_measured_run
+    from ..job_config import JOB_CONFIG
+    from ..record import RUN_FILE, describe_experiment, load_record
 
     done = []
     for job_dir in sorted(p for p in Path(sweep_dir).iterdir() if (p / JOB_CONFIG).exists()):
@@ -77,7 +79,7 @@ def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
         if not (job_dir / RUN_FILE).exists() and squeue(_slurm(job_dir).get("SLURM_JOB_ID") or "", "%T") in RUNNING:
             print(
                 f"{job_dir.name}: its Slurm job is still running; record it later with "
-                f"python -m scalestudy.slurm record {sweep_dir}",
+                f"python -m scalestudy.harness.slurm record {sweep_dir}",
                 file=sys.stderr,
             )
             continue
@@ -94,7 +96,7 @@ def record_sweep(sweep_dir: str | Path, uri: str | None = None) -> list[dict]:
 
 def report(sweep_dir: Path, uri: str | None) -> int:
     """Record the sweep and print what was recorded; 1 if a job failed."""
-    from ..tracking import tracking_uri
+    from ...store import tracking_uri
 
     uri = uri or tracking_uri()
     done = record_sweep(sweep_dir, uri)
@@ -107,7 +109,7 @@ def report(sweep_dir: Path, uri: str | None) -> int:
 
 def _record_in_child(sweep_dir: Path, uri: str | None) -> None:
     # At exit the interpreter starts no more threads, and MLflow needs some: record from a fresh process.
-    cmd = [sys.executable, "-m", "scalestudy.slurm", "record", str(sweep_dir)] + (["--uri", uri] if uri else [])
+    cmd = [sys.executable, "-m", "scalestudy.harness.slurm", "record", str(sweep_dir)] + (["--uri", uri] if uri else [])
     subprocess.run(cmd, check=False)
 
 

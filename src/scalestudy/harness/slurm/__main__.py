@@ -1,4 +1,4 @@
-"""python -m scalestudy.slurm rank|rendezvous|record ...
+"""python -m scalestudy.harness.slurm rank|rendezvous|record ...
 
 rank [--log-dir DIR] [--rendezvous gloo|mpi] -- CMD...   run CMD as this srun task's Horovod rank
 rendezvous --hosts A,B --per-node G --size W             Horovod's Gloo rendezvous server (prints its port)
@@ -11,12 +11,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import run
+from ...cli import run
 from .commands import RENDEZVOUS
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.slurm", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.harness.slurm", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
     rank = sub.add_parser("rank", help="run CMD as this Slurm task's Horovod rank")
     rank.add_argument("--log-dir", default=None)

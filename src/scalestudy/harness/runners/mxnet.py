@@ -1,4 +1,4 @@
-"""One MXNet/Gluon rank: `train(cfg)`, called by python -m scalestudy.runners JOB_CONFIG.yaml
+"""One MXNet/Gluon rank: `train(cfg)`, called by python -m scalestudy.harness.runners JOB_CONFIG.yaml
 
 Reads like Horovod's Gluon examples: init, pin the context by local rank, build the model, wrap
 the trainer, broadcast the initial parameters, train with the shared timer. MXNet runs

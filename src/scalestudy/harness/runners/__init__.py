@@ -1,4 +1,5 @@
-"""One rank of a training job (python -m scalestudy.runners JOB_CONFIG.yaml): common.py, tensorflow.py, mxnet.py."""
+"""One rank of a training job (python -m scalestudy.harness.runners JOB_CONFIG.yaml): common.py, tensorflow.py,
+mxnet.py."""
 
 import time
 

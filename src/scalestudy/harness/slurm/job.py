@@ -91,7 +91,7 @@ def start_rendezvous(cfg, env: dict, timeout_s: float = 60.0) -> tuple[subproces
 
 
 # --------------------------------------------------------------------------------------------
-# The programs srun and the driver start (python -m scalestudy.slurm rank|rendezvous)
+# The programs srun and the driver start (python -m scalestudy.harness.slurm rank|rendezvous)
 
 
 def rank_main(log_dir: str | None, rendezvous: str, command: list[str]) -> int:
@@ -102,7 +102,7 @@ def rank_main(log_dir: str | None, rendezvous: str, command: list[str]) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        print("scalestudy.slurm rank: no command after --", file=sys.stderr)
+        print("scalestudy.harness.slurm rank: no command after --", file=sys.stderr)
         return 2
     if log_dir:
         folder = Path(log_dir) / f"rank.{int(env['SLURM_PROCID'])}"
@@ -114,7 +114,7 @@ def rank_main(log_dir: str | None, rendezvous: str, command: list[str]) -> int:
     try:
         os.execvpe(command[0], command, env)
     except OSError as err:
-        print(f"scalestudy.slurm rank: cannot run {shlex.join(command)}: {err}", file=sys.stderr)
+        print(f"scalestudy.harness.slurm rank: cannot run {shlex.join(command)}: {err}", file=sys.stderr)
         return 127
 
 

@@ -72,7 +72,7 @@ def srun_command(
 ) -> list[str]:
     """The srun command line that starts cfg.workers ranks of `rank_argv` inside the current allocation.
 
-    rank_argv is the rank program without its interpreter, e.g. ["-m", "scalestudy.runners",
+    rank_argv is the rank program without its interpreter, e.g. ["-m", "scalestudy.harness.runners",
     "/job/config.yaml"]. With `image`, every rank runs in `<runtime> exec [--nv] IMAGE python ...`
     (the image's Python); without, in `python` (default: this interpreter).
     """
@@ -111,7 +111,7 @@ def srun_command(
     cmd.append(f"--mpi={_get(cfg, 'cluster.mpi', 'pmix') if rendezvous == 'mpi' else 'none'}")
     cmd += [str(a) for a in (_get(cfg, "cluster.extra_args") or [])]
 
-    wrapper = ["-m", "scalestudy.slurm", "rank"]
+    wrapper = ["-m", "scalestudy.harness.slurm", "rank"]
     if log_dir is not None:
         wrapper += ["--log-dir", str(log_dir)]
     wrapper += ["--rendezvous", rendezvous, "--"]
@@ -210,7 +210,9 @@ def rendezvous_command(
 ) -> list[str]:
     """The command that runs the Gloo rendezvous server (in the image when given: Horovod lives there), listening
     on `bind` ('' = every interface); it prints its port on its first line of output."""
-    args = f"-m scalestudy.slurm rendezvous --hosts {','.join(hosts)} --per-node {per_node} --size {size}".split()
+    args = (
+        f"-m scalestudy.harness.slurm rendezvous --hosts {','.join(hosts)} --per-node {per_node} --size {size}".split()
+    )
     args += ["--bind", bind] if bind else []
     if image:
         return [runtime, "exec", str(image), python or "python", *args]

@@ -1,4 +1,4 @@
-"""One TensorFlow/Keras rank: `train(cfg)`, called by python -m scalestudy.runners JOB_CONFIG.yaml
+"""One TensorFlow/Keras rank: `train(cfg)`, called by python -m scalestudy.harness.runners JOB_CONFIG.yaml
 
 Reads like Horovod's Keras examples: init, pin the device by local rank, build the model, wrap
 the optimizer, broadcast the initial variables, train with the shared timer. The train step is a

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from scalestudy.schema import RunRecord, SchemaError, run_name
-from scalestudy.tracking import StoreError, load_runs, load_series, sqlite_path, sync_experiment
+from scalestudy.store import StoreError, load_runs, load_series, sqlite_path, sync_experiment
 
 
 def record(key, workers, value, **extra):
@@ -93,7 +93,7 @@ def test_sqlite_reader_equals_mlflow_api(uri):
 def test_descriptions_and_saved_views_are_written_only_when_they_change(uri):
     from mlflow import MlflowClient
 
-    from scalestudy.tracking import SAVED_VIEW_TAG, describe_experiments, save_views
+    from scalestudy.store import SAVED_VIEW_TAG, describe_experiments, save_views
 
     sync_experiment("unit", [record("a", 1, 100.0)], uri)
     assert describe_experiments({"unit": "one run per test"}, uri) == ["unit"]

@@ -1,0 +1,94 @@
+"""Which store, and can it be used: the URI checked before anything is opened, in one line when it is bad."""
+
+from __future__ import annotations
+
+import os
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+DEFAULT_STORE = Path(".mlflow") / "store.db"
+# MLflow database schema revisions whose tables the direct reader (and the relocation) was checked against.
+KNOWN_SCHEMA_REVISIONS = {"dc11669786a5"}  # mlflow 3.17.2
+SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "file", "databricks")
+IMPORT_STATE = "scalestudy.import"  # experiment tag: writing | complete
+CONTENT_HASH = "content_hash"  # run tag written last: a run without it is incomplete
+HTTP_TIMEOUT_S = float(os.environ.get("SCALESTUDY_HTTP_TIMEOUT", "10"))
+
+
+class StoreError(RuntimeError):
+    """The tracking store cannot be read or written as asked (the message says which store and why)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Which store, and can it be used
+
+
+def tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else the git-ignored SQLite file .mlflow/store.db under the cwd."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return check_uri(uri)
+    return f"sqlite:///{(Path.cwd() / DEFAULT_STORE).resolve()}"
+
+
+def check_uri(uri: str) -> str:
+    """The URI, if it names a kind of store this project can use; else StoreError saying what one looks like."""
+    scheme = urlparse(uri).scheme
+    if scheme not in SCHEMES:
+        raise StoreError(
+            f"tracking URI {uri!r} is not a store URI: use sqlite:///path/to/store.db (relative), "
+            "sqlite:////abs/path/store.db or http://host:port (an mlflow server)"
+        )
+    if scheme == "sqlite":
+        sqlite_path(uri)
+    return uri
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a sqlite URI (sqlite:///rel.db -> rel.db, sqlite:////abs.db -> /abs.db), or None for
+    any other kind of store."""
+    if urlparse(uri).scheme != "sqlite":
+        return None
+    if not uri.startswith("sqlite:///") or len(uri) == len("sqlite:///"):
+        raise StoreError(
+            f"tracking URI {uri!r}: a SQLite store is sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    return Path(unquote(uri[len("sqlite:///") :].split("?", 1)[0]))
+
+
+def artifact_root(uri: str) -> Path | None:
+    """Where a SQLite store keeps its artifacts: beside the database, one folder per store."""
+    path = sqlite_path(uri)
+    if path is None:
+        return None  # a server decides
+    return (path.parent / f"{path.stem}-artifacts").resolve()
+
+
+def check_writable(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise StoreError(f"store {path}: cannot create its folder {path.parent}: {err.strerror}") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise StoreError(f"store {path}: its folder {path.parent} is not writable for this user")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise StoreError(f"store {path} is read-only for this user: writing runs needs write access")
+
+
+def check_server(uri: str) -> None:
+    """Fail in seconds, not minutes, when nothing answers at an http(s) store."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(HTTP_TIMEOUT_S)))
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HTTP_TIMEOUT_S):
+            pass
+    except urllib.error.HTTPError:
+        pass  # it answers; the API calls will say more
+    except (urllib.error.URLError, OSError) as err:
+        reason = getattr(err, "reason", err)
+        raise StoreError(
+            f"tracking server {uri} does not answer ({reason}) within {HTTP_TIMEOUT_S:g} s "
+            "(SCALESTUDY_HTTP_TIMEOUT): start it, or set MLFLOW_TRACKING_URI to another store"
+        ) from None

@@ -1,0 +1,278 @@
+"""Writing the store, always through MLflow's client: runs, an import as one transaction, a moved store's artifacts.
+
+A run is complete or invisible: its content hash is written last. An import (sync_experiment) marks its
+experiment `writing` while its runs change and `complete` after."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sqlite3
+from itertools import zip_longest
+from pathlib import Path
+from urllib.parse import urlparse
+
+from ..schema import RunRecord, SchemaError
+from .address import (
+    CONTENT_HASH,
+    IMPORT_STATE,
+    KNOWN_SCHEMA_REVISIONS,
+    StoreError,
+    artifact_root,
+    check_server,
+    check_uri,
+    check_writable,
+    sqlite_path,
+    tracking_uri,
+)
+from .lock import as_store_error, store_lock
+from .read import search_all
+
+log = logging.getLogger(__name__)
+
+
+def client_for(uri: str):
+    """MLflow's client for a store this process may write to (checked first: a bad store fails in one line)."""
+    path = sqlite_path(check_uri(uri))
+    if path is not None:
+        check_writable(path)
+    elif urlparse(uri).scheme in ("http", "https"):
+        check_server(uri)
+    from mlflow import MlflowClient  # imported here: costly, and only writers need it
+
+    client = MlflowClient(tracking_uri=uri)
+    if path is not None:
+        relocate_artifacts(uri)
+    return client
+
+
+def relocate_artifacts(uri: str) -> int:
+    """Re-point the artifact locations of a SQLite store that moved (a copied checkout) to the folder beside it.
+
+    MLflow keeps absolute locations; without this a moved store's runs would write into the old place. Returns
+    how many experiments were re-pointed (0 when nothing moved)."""
+    path, root = sqlite_path(uri), artifact_root(uri)
+    if path is None or not path.exists() or not os.access(path, os.W_OK):
+        return 0
+    new = root.as_uri()
+    with store_lock(uri, write=True):
+        return _relocate(path, root.name, new)
+
+
+def _relocate(path: Path, folder: str, new: str) -> int:
+    con = sqlite3.connect(path, timeout=60)
+    try:
+        if con.execute("SELECT version_num FROM alembic_version").fetchone()[0] not in KNOWN_SCHEMA_REVISIONS:
+            return 0
+        moved = []
+        for (location,) in con.execute("SELECT artifact_location FROM experiments"):
+            head, sep, _ = (location or "").rpartition(f"/{folder}/")
+            if sep and location.startswith("file://") and head + "/" + folder != new:
+                moved.append(head + "/" + folder)
+        for old in sorted(set(moved)):
+            log.warning("store %s moved: artifact locations %s -> %s", path, old, new)
+            n = len(old) + 1  # the old root and its '/'
+            with con:
+                for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
+                    con.execute(
+                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
+                        (new, n, n, old + "/"),
+                    )
+        return len(moved)  # experiments re-pointed
+    finally:
+        con.close()
+
+
+def ensure_experiment(client, uri: str, name: str) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.lifecycle_stage != "active":
+            client.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+    from mlflow.exceptions import MlflowException
+
+    root = artifact_root(uri)
+    try:
+        # The kind tag makes MLflow 3's UI open the experiment on its runs table, not the GenAI overview.
+        return client.create_experiment(
+            name,
+            artifact_location=(root / name).as_uri() if root else None,
+            tags={"mlflow.experimentKind": "custom_model_development"},
+        )
+    except MlflowException as err:
+        # Sweep jobs start at once: another writer may have created it between our get and create.
+        if err.error_code != "RESOURCE_ALREADY_EXISTS":
+            raise
+        return client.get_experiment_by_name(name).experiment_id
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+_writes = 0
+
+
+def _wrote() -> None:
+    """Count a write to the store; SCALESTUDY_KILL_AFTER_WRITES=N kills this process at the N-th (the tests'
+    way of interrupting an import at a known point, as a SIGKILL or a power cut would)."""
+    global _writes
+    _writes += 1
+    if str(_writes) == os.environ.get("SCALESTUDY_KILL_AFTER_WRITES"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) -> str:
+    """Write one run; its content hash is written last, after its final status, so a run cut short by a kill
+    has none and counts as incomplete."""
+    from mlflow.entities import Metric, Param
+
+    tags = dict(rec.tags)
+    tags["import_key"] = rec.key
+    run = client.create_run(experiment_id, start_time=rec.start_ms, tags=tags, run_name=rec.run_name)
+    _wrote()
+    run_id = run.info.run_id
+    t0 = rec.start_ms or run.info.start_time
+    params = [Param(k, str(v)) for k, v in sorted(rec.params.items())]
+    metrics = [Metric(k, float(v), t0, 0) for k, v in sorted(rec.metrics.items())]
+    for name, points in sorted(rec.series.items()):
+        metrics += [Metric(name, float(v), int(ts), int(step)) for step, ts, v in points]
+    # Few write transactions per run (each waits for a disk sync): MLflow caps a batch at 100 params
+    # and 1000 metrics, which one batch holds for nearly every run.
+    param_chunks = [params[i : i + 100] for i in range(0, len(params), 100)]
+    metric_chunks = [metrics[i : i + 1000] for i in range(0, len(metrics), 1000)]
+    for param_chunk, metric_chunk in zip_longest(param_chunks, metric_chunks, fillvalue=[]):
+        client.log_batch(run_id, params=param_chunk, metrics=metric_chunk)
+        _wrote()
+    for name, path in sorted(rec.artifacts.items()):
+        log = client.log_artifacts if Path(path).is_dir() else client.log_artifact  # a folder keeps its layout
+        log(run_id, str(path), artifact_path=name)
+        _wrote()
+    client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
+    _wrote()
+    client.set_tag(run_id, CONTENT_HASH, content_hash)
+    _wrote()
+    return run_id
+
+
+def check_records(experiment: str, records: list[RunRecord]) -> None:
+    """Everything sync_experiment checks before it writes: each record valid, in `experiment`, keys unique."""
+    seen: dict[str, str] = {}
+    for rec in records:
+        rec.validate()
+        if rec.experiment != experiment:
+            raise SchemaError(f"{rec.where}: run {rec.key!r} belongs to {rec.experiment!r}, not {experiment!r}")
+        if rec.key in seen:
+            raise SchemaError(f"{rec.where}: run key {rec.key!r} repeats {seen[rec.key]}")
+        seen[rec.key] = rec.where
+
+
+def sync_experiment(experiment: str, records: list[RunRecord], uri: str | None = None) -> dict[str, int]:
+    """Make the runs of `experiment` equal to `records`: idempotent, all or nothing.
+
+    A record whose key and content hash are already there is left alone; a changed record gets a
+    new run and its old run is deleted; runs whose key no longer exists are deleted, and so are runs an
+    interrupted import left incomplete (counted as `repaired`). Every record is checked before anything is
+    written; if a write fails, the runs written so far by this call are deleted again.
+    """
+    uri = uri or tracking_uri()
+    check_records(experiment, records)
+    with store_lock(uri, write=True), as_store_error(uri):
+        client = client_for(uri)
+        experiment = client.get_experiment(ensure_experiment(client, uri, experiment))
+        existing: dict[str, list[tuple[str, str]]] = {}
+        incomplete = []
+        for run in search_all(client, [experiment.experiment_id]):
+            digest = run.data.tags.get(CONTENT_HASH)
+            if digest is None or run.info.status not in ("FINISHED", "FAILED"):
+                incomplete.append(run.info.run_id)  # left by a write that was cut short
+            else:
+                existing.setdefault(run.data.tags.get("import_key"), []).append((run.info.run_id, digest))
+        plan = []  # (record, its digest, the runs it replaces)
+        for rec in records:
+            digest, old = rec.content_hash(), existing.pop(rec.key, [])
+            if not (len(old) == 1 and old[0][1] == digest):
+                plan.append((rec, digest, [run_id for run_id, _ in old]))
+        vanished = [run_id for runs in existing.values() for run_id, _ in runs]  # keys gone from the source
+        counts = {
+            "created": sum(1 for _, _, old in plan if not old),
+            "updated": sum(1 for _, _, old in plan if old),
+            "unchanged": len(records) - len(plan),
+            "deleted": len(vanished),
+            "repaired": len(incomplete),
+        }
+        if plan or vanished or incomplete or experiment.tags.get(IMPORT_STATE) != "complete":
+            previous = experiment.tags.get(IMPORT_STATE, "complete")
+            _apply(client, experiment.experiment_id, plan, vanished + incomplete, previous)
+    return counts
+
+
+def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str) -> None:
+    """Write the planned runs, then delete what they replace, with the experiment marked `writing` meanwhile: a
+    reader never takes a half-changed experiment for a whole one, and a failed write leaves it as it was."""
+    client.set_experiment_tag(experiment_id, IMPORT_STATE, "writing")
+    _wrote()
+    created: list[str] = []
+    try:
+        for rec, digest, replaced in plan:
+            created.append(_write_run(client, experiment_id, rec, digest))
+            to_delete += replaced
+    except BaseException:
+        for run_id in created:
+            client.delete_run(run_id)
+        client.set_experiment_tag(experiment_id, IMPORT_STATE, previous)  # as it was before
+        raise
+    for run_id in to_delete:
+        client.delete_run(run_id)
+        _wrote()
+    client.set_experiment_tag(experiment_id, IMPORT_STATE, "complete")
+    _wrote()
+
+
+# --------------------------------------------------------------------------------------------
+# Measured runs (the training harness): one new run per job, FINISHED or FAILED, never synced away.
+
+
+def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
+    """Write one measured run and return its run id.
+
+    The record is validated like every record and must carry the tag source=measured. Unlike
+    sync_experiment, nothing else in the experiment is touched: each job adds its run.
+    """
+    rec.validate()
+    if rec.tags.get("source") != "measured":
+        raise SchemaError(f"{rec.where}: run {rec.key!r} is not tagged source=measured")
+    uri = uri or tracking_uri()
+    with store_lock(uri, write=True), as_store_error(uri):
+        client = client_for(uri)
+        experiment_id = ensure_experiment(client, uri, rec.experiment)
+        return _write_run(client, experiment_id, rec, rec.content_hash())
+
+
+def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | None = None, uri: str | None = None):
+    """Add metrics (schema names) and tags to a run that exists, e.g. a profile's summary of it."""
+    import time
+
+    from mlflow.entities import Metric, RunTag
+    from mlflow.exceptions import MlflowException
+
+    from ..schema import BOUNDS, METRICS, check_value
+
+    unknown = sorted(set(metrics) - set(METRICS))
+    if unknown:
+        raise SchemaError(f"run {run_id}: metrics outside the schema: {unknown}")
+    for name, value in metrics.items():
+        check_value(f"run {run_id}: metric {name}", value, *BOUNDS[name])
+    uri = uri or tracking_uri()
+    with store_lock(uri, write=True), as_store_error(uri):
+        client = client_for(uri)
+        try:
+            client.get_run(run_id)
+        except MlflowException:
+            raise StoreError(f"run {run_id} is not in the store {uri}") from None
+        now = int(time.time() * 1000)
+        client.log_batch(
+            run_id,
+            metrics=[Metric(k, float(v), now, 0) for k, v in sorted(metrics.items())],
+            tags=[RunTag(k, str(v)) for k, v in sorted((tags or {}).items())],
+        )
