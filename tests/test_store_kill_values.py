@@ -1,10 +1,10 @@
-"""The store's re-import killed at EVERY write of its transaction (tracking.sync_experiment), not at a few chosen
+"""The store's re-import killed at EVERY write of its transaction (store.sync_experiment), not at a few chosen
 ones: after the kill, readers refuse the experiment as interrupted (or, killed after the last write, see the new
 content whole), and the next import gives exactly the runs a clean import gives.
 
 The import runs in a forked child that SCALESTUDY_KILL_AFTER_WRITES kills with SIGKILL right after its N-th write
-(tracking._wrote), as a power cut would: no `finally`, no rollback. The parent, which never opened these stores,
-then reads and repairs them in its own process. The writes of this re-import, counted in tracking._apply and
+(store/write.py, _wrote), as a power cut would: no `finally`, no rollback. The parent, which never opened these stores,
+then reads and repairs them in its own process. The writes of this re-import, counted in store/write.py's _apply and
 _write_run: mark the experiment `writing` (1); per new run: create, params+metrics, status, content hash (4 each, two
 runs: 8); delete the replaced and the vanished run (2); mark it `complete` (1): 12."""
 
@@ -19,9 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from scalestudy import tracking
 from scalestudy.schema import RunRecord
-from scalestudy.tracking import StoreError, load_runs, sync_experiment
+from scalestudy.store import StoreError, load_runs, sync_experiment
+from scalestudy.store import write as store_write
 
 WRITES = 12
 COLUMNS = ["import_key", "workers", "throughput_total", "status"]
@@ -51,7 +51,7 @@ def killed_import(uri: str, after_writes: int) -> int:
     if pid == 0:  # the child: never returns into pytest
         code = 3
         try:
-            tracking._writes = 0
+            store_write._writes = 0
             os.environ["SCALESTUDY_KILL_AFTER_WRITES"] = str(after_writes)
             sync_experiment("unit", AFTER, uri)
             code = 0
@@ -85,9 +85,9 @@ def before_store(tmp_path_factory, empty_store_file):
 def test_the_reimport_writes_what_the_docstring_counts(before_store, shm_path):
     shutil.copyfile(before_store, shm_path / "store.db")
     uri = f"sqlite:///{shm_path / 'store.db'}"
-    start = tracking._writes
+    start = store_write._writes
     counts = sync_experiment("unit", AFTER, uri)
-    assert tracking._writes - start == WRITES
+    assert store_write._writes - start == WRITES
     assert counts == {"created": 1, "updated": 1, "unchanged": 1, "deleted": 1, "repaired": 0}
     assert table(uri) == [
         {"import_key": "a", "workers": 1, "throughput_total": 100.0, "status": "FINISHED"},

@@ -1,5 +1,5 @@
-"""`make ui`'s views without a browser (ui.publish_views): the lines it prints, the views it saves in the store and
-their order, on a copy of the published store with sidecars written here from its runs. The browser tests
+"""`make ui`'s views without a browser (ui/server.py, publish_views): the lines it prints, the views it saves in
+the store and their order, on a copy of the published store with sidecars written here from its runs. The browser tests
 (test_ui.py, integration) click through the same views; these run in the fast tests, so a bug in the views fails
 `make test-fast`."""
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from scalestudy.tracking import SAVED_VIEW_TAG, load_runs
-from scalestudy.ui import publish_views
-from scalestudy.ui_links import experiment_view, runs_view
+from scalestudy.store import SAVED_VIEW_TAG, load_runs
+from scalestudy.ui.links import experiment_view, runs_view
+from scalestudy.ui.server import publish_views
 
 BASE = "http://127.0.0.1:5999"
 # Runs per dataset, counted in the files: data rows of experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv
