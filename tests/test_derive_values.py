@@ -1,0 +1,47 @@
+"""derive.consistent at its edges, found unchecked by mutation testing (make mutation-check): the default
+tolerance, a difference of exactly the tolerance, a table without a `source` column, and missing values."""
+
+import pandas as pd
+
+from scalestudy import derive
+
+
+def test_the_default_tolerance_is_five_percent():
+    # 10.6 against 100 / 10 = 10: 6 % off, flagged; 10.4: 4 % off, kept
+    table = pd.DataFrame({"v": [10.6, 10.4], "total": [100.0, 100.0], "n": [10, 10], "source": "published"})
+    out = derive.consistent(table, value="v", total="total", per="n")
+    assert out["slip"].tolist() == [True, False]
+    assert out["v_consistent"].tolist() == [10.0, 10.4]
+
+
+def test_a_difference_of_exactly_the_tolerance_is_kept_and_the_tolerance_is_relative():
+    # checked = 8 / 1 = 8 and 80 / 10 = 8; tolerance 0.25 of 8 is 2 (all exact in binary): 10 is 2 off, kept;
+    # 10.5 is 2.5 off, flagged; 6.5 is 1.5 off, kept
+    table = pd.DataFrame({"v": [10.0, 10.5, 6.5], "total": [8.0, 80.0, 80.0], "n": [1, 10, 10], "source": "published"})
+    out = derive.consistent(table, value="v", total="total", per="n", tolerance=0.25, flag="odd")
+    assert out["odd"].tolist() == [False, True, False]
+    assert out["v_consistent"].tolist() == [10.0, 8.0, 6.5]
+
+
+def test_without_a_source_column_every_run_is_checked():
+    table = pd.DataFrame({"v": [20.0, 10.0, 30.0], "total": [100.0, 100.0, 100.0], "n": [10, 10, 10]},
+                         index=[7, 3, 5])  # fmt: skip
+    out = derive.consistent(table, value="v", total="total", per="n")
+    assert out["slip"].to_dict() == {7: True, 3: False, 5: True}
+    assert out["slip"].dtype == bool
+    assert out["v_consistent"].to_dict() == {7: 10.0, 3: 10.0, 5: 10.0}
+
+
+def test_a_missing_value_is_not_flagged():
+    # a nullable column (as pandas reads a CSV with gaps): a run without the value or its total is not a slip
+    table = pd.DataFrame(
+        {
+            "v": pd.array([None, 10.0, 30.0], dtype="Float64"),
+            "total": pd.array([100.0, None, 100.0], dtype="Float64"),
+            "n": [10, 10, 10],
+            "source": "published",
+        }
+    )
+    out = derive.consistent(table, value="v", total="total", per="n")
+    assert out["slip"].tolist() == [False, False, True]
+    assert out["slip"].dtype == bool
