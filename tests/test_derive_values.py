@@ -2,6 +2,7 @@
 tolerance, a difference of exactly the tolerance, a table without a `source` column, and missing values."""
 
 import pandas as pd
+import pytest
 
 from scalestudy import derive
 
@@ -45,3 +46,30 @@ def test_a_missing_value_is_not_flagged():
     out = derive.consistent(table, value="v", total="total", per="n")
     assert out["slip"].tolist() == [False, False, True]
     assert out["slip"].dtype == bool
+
+
+ROWS = [
+    {"platform": "m", "model": "resnet50", "record": "log", "workers": "1", "variable_update": "ps",
+     "throughput_total": 60.0, "status": "FINISHED", "source_line": "log.txt:10", "run_id": "L1"},
+    {"platform": "m", "model": "resnet50", "record": "log", "workers": "2", "variable_update": "ps",
+     "throughput_total": 100.0, "status": "FINISHED", "source_line": "log.txt:20", "run_id": "L2"},
+    {"platform": "m", "model": "resnet50", "record": "table", "workers": "2", "variable_update": "ps",
+     "status": "FINISHED", "printed_speedup": "1.67", "published_line": "t.md:2", "run_id": "T2"},
+]  # fmt: skip
+
+
+def test_table_vs_log_with_workers_as_text():
+    # params as MLflow keeps them (text): the 1-GPU baseline is still found, 100 / 60 = 1.667 prints 1.67
+    table = pd.DataFrame(ROWS).assign(run_name=lambda f: f["run_id"])
+    pairs = derive.table_vs_log(table, key=["platform", "model", "workers"], baseline=["platform", "model"])
+    assert pairs[["quantity", "printed", "agree", "log_run_id"]].values.tolist() == [["speedup", "1.67", True, "L2"]]
+
+
+def test_table_vs_log_refuses_a_table_run_that_matches_two_log_runs():
+    twin = {**ROWS[1], "source_line": "log.txt:30", "run_id": "L3"}
+    table = pd.DataFrame([*ROWS, twin]).assign(run_name=lambda f: f["run_id"])
+    with pytest.raises(ValueError) as err:
+        derive.table_vs_log(table, key=["platform", "model", "workers"], baseline=["platform", "model"])
+    assert str(err.value) == (
+        "table run T2 (t.md:2) matches 2 log runs on ['platform', 'model', 'workers', 'variable_update']"
+    )

@@ -4,15 +4,20 @@ the listing's line numbers, and a verified copy written whole into the cache."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import http.server
 import os
+import socket
+import threading
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REFERENCE, free_port, require_raw_data
 
-from scalestudy.ingest import read_source
+from scalestudy.ingest import fetch, read_source
 from scalestudy.ingest.fetch import RawFile, _key_lines, cache_dir, fetch_raw_files, mirror_dir, raw_files, sha256_of
 from scalestudy.schema import SchemaError
 
@@ -137,3 +142,79 @@ def test_the_hacksa_listing_is_read_from_the_real_source_yaml():
     first = next(r for r in listed if r.path == "logs/1.err")
     assert first.sha256 == LOG1_SHA
     assert first.where.startswith(f"{HACKSA / 'source.yaml'}:")
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The download (pooch) against a real HTTP server on loopback: what it prints, an HTTP error's status, a server
+# that never answers (the timeout), a URL that cannot be parsed.
+
+
+@pytest.fixture
+def origin(tmp_path):
+    """(folder served, base URL) of an HTTP server on loopback."""
+    root = tmp_path / "origin"
+    root.mkdir()
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", "")
+    return tmp_path / "cache"
+
+
+def test_a_download_prints_one_line_and_nothing_else(origin, offline, capfd):
+    root, url = origin
+    (root / "f.log").write_bytes(b"a log\n")
+    raw = RawFile("logs/f.log", f"{url}/f.log", hashlib.sha256(b"a log\n").hexdigest(), "source.yaml:2")
+    capfd.readouterr()
+    assert fetch_raw_files("d", [raw]) == {"logs/f.log": offline / "d" / "logs" / "f.log"}
+    out, err = capfd.readouterr()
+    # one line on stderr, no progress bar (pooch's needs tqdm, which is installed here)
+    assert (out, err) == ("", f"fetching {url}/f.log -> {offline / 'd' / 'logs' / 'f.log'}\n")
+    assert (offline / "d" / "logs" / "f.log").read_bytes() == b"a log\n"
+
+
+def test_an_http_error_gives_its_status(origin, offline):
+    _, url = origin
+    raw = RawFile("logs/absent.log", f"{url}/absent.log", LOG1_SHA, "source.yaml:2")
+    with pytest.raises(SchemaError) as err:
+        fetch_raw_files("d", [raw])
+    target = offline / "d" / "logs" / "absent.log"
+    assert str(err.value) == (
+        f"d/logs/absent.log: not in the cache ({target}), no mirror (SCALESTUDY_DATA_MIRROR unset), and "
+        f"{url}/absent.log could not be fetched (HTTP 404): download {url}/absent.log to {target}, or set "
+        "SCALESTUDY_DATA_MIRROR=DIR with the file at DIR/d/logs/absent.log (its SHA-256 is pinned at source.yaml:2)"
+    )
+
+
+def test_a_server_that_never_answers_fails_after_the_timeout(offline, monkeypatch):
+    monkeypatch.setattr(fetch, "DOWNLOAD_TIMEOUT_S", 0.5)
+    with socket.socket() as silent:  # accepts connections (the kernel does) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}/f.log"
+        started = time.monotonic()
+        with pytest.raises(SchemaError, match=r"could not be fetched \((ReadTimeout|ConnectionError)\)"):
+            fetch_raw_files("d", [RawFile("f.log", url, LOG1_SHA, "source.yaml:2")])
+        assert time.monotonic() - started < 30
+
+
+def test_a_url_that_cannot_be_parsed_says_why(offline):
+    raw = RawFile("f.log", "http://127.0.0.1:99999/f.log", LOG1_SHA, "source.yaml:2")
+    with pytest.raises(SchemaError) as err:
+        fetch_raw_files("d", [raw])
+    # requests' InvalidURL is a ValueError, which is not pooch's hash check: its own text is the reason
+    assert "http://127.0.0.1:99999/f.log could not be fetched (Failed to parse: http://127.0.0.1:99999/f.log):" in str(
+        err.value
+    )
