@@ -80,13 +80,14 @@ def test_table_vs_log_every_column_of_every_row():
     failed_log = {**ROWS[1], "workers": "4", "status": "FAILED", "source_line": "log.txt:40", "run_id": "L4",
                   "throughput_total": None}  # fmt: skip
     printed = {**ROWS[2], "workers": "4", "printed_speedup": "3.1", "published_line": "t.md:4", "run_id": "T4"}
-    table = pd.DataFrame([*ROWS, failed_log, printed]).assign(run_name=lambda f: f["run_id"])
+    # the failed one first: the table runs after it are still compared
+    table = pd.DataFrame([ROWS[0], ROWS[1], failed_log, printed, ROWS[2]]).assign(run_name=lambda f: f["run_id"])
     pairs = derive.table_vs_log(table, key=["platform", "model", "workers"], baseline=["platform", "model"])
     assert pairs.to_dict("records") == [
-        {"platform": "m", "model": "resnet50", "workers": "2", "variable_update": "ps", "published_line": "t.md:2",
-         "quantity": "speedup", "printed": "1.67", "log": pytest.approx(100 / 60), "log_line": "log.txt:20",
-         "agree": True, "table_run_id": "T2", "log_run_id": "L2"},
         {"platform": "m", "model": "resnet50", "workers": "4", "variable_update": "ps", "published_line": "t.md:4",
          "quantity": "status", "printed": "a number", "log": "FAILED", "log_line": "log.txt:40", "agree": False,
          "table_run_id": "T4", "log_run_id": "L4"},
+        {"platform": "m", "model": "resnet50", "workers": "2", "variable_update": "ps", "published_line": "t.md:2",
+         "quantity": "speedup", "printed": "1.67", "log": pytest.approx(100 / 60), "log_line": "log.txt:20",
+         "agree": True, "table_run_id": "T2", "log_run_id": "L2"},
     ]  # fmt: skip
