@@ -91,3 +91,39 @@ def test_table_vs_log_every_column_of_every_row():
          "quantity": "speedup", "printed": "1.67", "log": pytest.approx(100 / 60), "log_line": "log.txt:20",
          "agree": True, "table_run_id": "T2", "log_run_id": "L2"},
     ]  # fmt: skip
+
+
+def test_a_whole_number_printed_agrees_with_its_rounding():
+    # '41' is printed to 0 decimals: 41.3 reads as 41, 41.6 as 42
+    assert derive.agrees(41.3, "41") and not derive.agrees(41.6, "41")
+    assert derive.agrees(95.4299, "95.43") and not derive.agrees(95.46, "95.4")
+
+
+COLUMNS = ["platform", "model", "workers", "variable_update", "published_line", "quantity", "printed", "log",
+           "log_line", "agree", "table_run_id", "log_run_id"]  # fmt: skip
+
+
+def test_table_vs_log_without_a_baseline_or_a_printed_value():
+    """A log run with no 1-GPU run gives no speedup (only images/s is compared); a table run that prints no images/s
+    but a speedup, and one whose printed cells are empty, compare what they print; no pair at all still has the
+    columns."""
+    no_base = [ROWS[1], {**ROWS[2], "printed_images_per_sec": "100", "printed_speedup": "1.67",
+                         "printed_efficiency_pct": "83.3"}]  # fmt: skip
+    table = pd.DataFrame(no_base).assign(run_name=lambda f: f["run_id"])
+    pairs = derive.table_vs_log(table, key=["platform", "model", "workers"], baseline=["platform", "model"])
+    assert list(pairs.columns) == COLUMNS
+    assert pairs[["quantity", "printed", "log", "agree"]].values.tolist() == [["images_per_sec", "100", 100.0, True]]
+
+    speedup_only = {**ROWS[2], "printed_images_per_sec": float("nan"), "printed_efficiency_pct": "83.33"}
+    empty = {**ROWS[2], "workers": "1", "printed_images_per_sec": "", "published_line": "t.md:1", "run_id": "T1"}
+    table = pd.DataFrame([ROWS[0], ROWS[1], empty, speedup_only]).assign(run_name=lambda f: f["run_id"])
+    pairs = derive.table_vs_log(table, key=["platform", "model", "workers"], baseline=["platform", "model"])
+    assert pairs[["published_line", "quantity", "printed"]].values.tolist() == [
+        ["t.md:2", "speedup", "1.67"],
+        ["t.md:2", "efficiency_pct", "83.33"],  # 100 / 60 / 2 = 83.33 %
+    ]
+    assert pairs["agree"].tolist() == [True, True]
+
+    nothing = pd.DataFrame([ROWS[2]]).assign(run_name="T2")
+    none = derive.table_vs_log(nothing, key=["platform", "model", "workers"], baseline=["platform", "model"])
+    assert list(none.columns) == COLUMNS and none.empty
