@@ -5,7 +5,8 @@ triage of docs/mutation-triage.yaml (why a survivor is equivalent).
 
     make mutation-check                                   # every module (hours on 2 cores; resumes where it stopped)
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*'   # the mutants of one module
-    .venv/bin/python scripts/mutation_report.py --report-only                # the report of what has run
+    .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*' --again  # those not killed, again
+    .venv/bin/python scripts/mutation_report.py                              # the report of what has run
 
 mutmut copies src/ (and also_copy) into mutants/, generates every mutant of a function behind a trampoline, and runs
 the fast tests (`-m "not integration"`) that call that function in a forked pytest, the mutant chosen by
@@ -22,6 +23,7 @@ Exit code 0 when the killed share of the checked mutants reaches --target, 1 whe
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import shutil
@@ -151,7 +153,8 @@ def report(found: dict[str, dict[str, str]], triage: dict[str, str], seconds: fl
         score = 100 * sum(counts[s] for s in CAUGHT) / checked if checked else 0
         open_ = [n for n, s in mutants.items() if s not in CAUGHT and s != "not checked"]
         cells = " | ".join(str(counts[s]) for s in statuses)
-        lines.append(f"| {module} | {len(mutants)} | {cells} | {score:.1f} | {sum(n in triage for n in open_)}"
+        shown = f"{score:.1f}" if checked else "not run"
+        lines.append(f"| {module} | {len(mutants)} | {cells} | {shown} | {sum(n in triage for n in open_)}"
                      f"/{len(open_)} |")  # fmt: skip
     checked = sum(total.values()) - total["not checked"]
     score = 100 * sum(total[s] for s in CAUGHT) / checked if checked else 0
@@ -171,6 +174,11 @@ def report(found: dict[str, dict[str, str]], triage: dict[str, str], seconds: fl
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", nargs="*", metavar="NAME", help="run mutmut first (on these mutant names/globs)")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="with --run: only the mutants of those names/globs not killed yet (after new tests)",
+    )
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--report", type=Path, default=OUT / "report.md", help="where the report goes")
     parser.add_argument("--target", type=float, default=85.0, help="the killed share wanted, in %% (default 85)")
@@ -179,7 +187,15 @@ def main(argv: list[str] | None = None) -> int:
     seconds = None
     if args.run is not None:
         started = time.monotonic()
-        code = run_mutmut(args.run, args.max_children, OUT / "mutmut.log")
+        names = args.run
+        if args.again:  # mutmut reruns a mutant that has a result only when it is named
+            globs = args.run or ["*"]
+            names = [name for mutants in results().values() for name, status in mutants.items()
+                     if status not in CAUGHT and any(fnmatch.fnmatchcase(name, g) for g in globs)]  # fmt: skip
+            if not names:
+                print("every mutant of those names is killed already")
+                names = None
+        code = run_mutmut(names, args.max_children, OUT / "mutmut.log") if names is not None else 0
         seconds = time.monotonic() - started
         if code not in (0, 1):
             print(f"error: mutmut stopped with exit code {code}; see {OUT / 'mutmut.log'}", file=sys.stderr)
