@@ -127,3 +127,11 @@ def test_table_vs_log_without_a_baseline_or_a_printed_value():
     nothing = pd.DataFrame([ROWS[2]]).assign(run_name="T2")
     none = derive.table_vs_log(nothing, key=["platform", "model", "workers"], baseline=["platform", "model"])
     assert list(none.columns) == COLUMNS and none.empty
+
+
+def test_scaling_without_a_throughput_column_gives_nan_speedups_by_speed():
+    runs = pd.DataFrame({"workers": [1, 2], "time_work_s": [100.0, 60.0], "model": "m"})
+    out = derive.scaling(runs, group=["model"])
+    assert out["speedup_speed"].isna().all() and out["efficiency_speed"].isna().all()
+    assert out["speedup_time"].tolist() == [1.0, pytest.approx(100 / 60)]
+    assert "throughput_total" in out.columns and out["throughput_total"].isna().all()

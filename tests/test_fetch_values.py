@@ -8,6 +8,7 @@ import functools
 import hashlib
 import http.server
 import os
+import shutil
 import socket
 import threading
 import time
@@ -218,3 +219,45 @@ def test_a_url_that_cannot_be_parsed_says_why(offline):
     assert "http://127.0.0.1:99999/f.log could not be fetched (Failed to parse: http://127.0.0.1:99999/f.log):" in str(
         err.value
     )
+
+
+def test_a_copy_into_the_cache_goes_through_a_hidden_temporary_beside_the_target(tmp_path, monkeypatch):
+    source = tmp_path / "src.log"
+    source.write_bytes(b"log\n")
+    target = tmp_path / "cache" / "d" / "logs" / "f.log"
+    seen = []
+    real_copy = shutil.copyfile
+
+    def watched(src, dst):
+        seen.append(Path(dst))
+        return real_copy(src, dst)
+
+    monkeypatch.setattr(fetch.shutil, "copyfile", watched)
+    fetch._copy_into(source, target)
+    (tmp,) = seen
+    assert tmp.parent == target.parent and tmp.name.startswith(".f.log.") and tmp.name.endswith(".part")
+    assert target.read_bytes() == b"log\n" and os.listdir(target.parent) == ["f.log"]
+
+
+def test_a_copy_that_fails_leaves_no_temporary_and_says_why(tmp_path, monkeypatch):
+    source = tmp_path / "src.log"
+    source.write_bytes(b"log\n")
+    target = tmp_path / "cache" / "f.log"
+
+    def half_written(src, dst):
+        Path(dst).write_bytes(b"lo")
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(fetch.shutil, "copyfile", half_written)
+    with pytest.raises(OSError, match=r"^No space left on device$"):
+        fetch._copy_into(source, target)
+    assert os.listdir(target.parent) == []
+
+    def gone(src, dst):  # the temporary already removed when the copy fails: the copy's own error, not unlink's
+        Path(dst).unlink()
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(fetch.shutil, "copyfile", gone)
+    with pytest.raises(OSError, match=r"^No space left on device$"):
+        fetch._copy_into(source, target)
+    assert os.listdir(target.parent) == []
