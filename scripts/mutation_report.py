@@ -101,7 +101,8 @@ def run_mutmut(names: list[str], max_children: int, log: Path) -> int:
     env["SCALESTUDY_TEST_PUBLISHED_STORE"] = str(published_store(env))
     env["MLFLOW_TRACKING_URI"] = f"sqlite:///{OUT / 'scratch-store.db'}"  # never the user's .mlflow
     cmd = [str(Path(sys.executable).parent / "mutmut"), "run", "--max-children", str(max_children), *names]
-    print(f"{' '.join(cmd)}  (log: {log})", flush=True)
+    shown = " ".join(cmd[:4] + names[:3]) + (f" ... ({len(names)} names)" if len(names) > 3 else "")
+    print(f"{shown}  (log: {log})", flush=True)
     with log.open("w") as out:
         return subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
 
