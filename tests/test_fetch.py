@@ -14,7 +14,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import REFERENCE, REPO, free_port, mirror_copy, require_raw_data, run_module
+from helpers import REFERENCE, REPO, free_port, mirror_copy, require_raw_data, run_module
 
 from scalestudy.ingest import read_source
 from scalestudy.ingest.fetch import fetch_raw_files, raw_files
@@ -196,27 +196,6 @@ def test_the_importer_fails_in_one_line_and_writes_nothing(tmp_path):
     assert line.startswith(f"error: {mirror}/hacksa-2019/logs/16.err: SHA-256 ") and "nothing was written" in line
     assert "Traceback" not in proc.stderr
     assert "created" not in proc.stdout  # tf-benchmarks-2017 was read and checked, and not written either
-
-
-@pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
-def test_a_target_imports_only_the_datasets_it_draws(tmp_path):
-    """make figure-N imports `python -m scalestudy.ingest --list --for figure-N`: figure-3 needs no third-party
-    file, so it imports with no mirror, an empty cache and no network."""
-    lists = {
-        target: run_module("scalestudy.ingest", "--list", "--for", target, uri="sqlite:///unused.db").stdout.split()
-        for target in ("figure-3", "figure-1", "table-2", "figure-9", "all")
-    }
-    assert lists["figure-3"] == ["tf-benchmarks-2017"] and lists["figure-1"] == ["hacksa-2019"]
-    assert lists["table-2"] == ["keras-backends-2017"] and lists["figure-9"] == []  # measured runs only
-    assert {"tf-benchmarks-2017", "hacksa-2019", "horovod-docs"} <= set(lists["all"])
-    assert not any(raw_files(read_source(REFERENCE / name), REFERENCE / name) for name in lists["figure-3"])
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
-    env = {"SCALESTUDY_DATA_MIRROR": "", "SCALESTUDY_DATA_CACHE": str(tmp_path / "empty-cache")}
-    proc = run_module("scalestudy.ingest", "--for", "figure-3", uri=uri, env=env)
-    assert "tf-benchmarks-2017: 207 runs" in proc.stdout and "hacksa" not in proc.stdout
-    assert not (tmp_path / "empty-cache").exists()  # nothing was fetched
-    unknown = run_module("scalestudy.ingest", "--list", "--for", "figure-99", uri=uri, check=False)
-    assert unknown.returncode == 2 and "unknown figure or table 'figure-99'" in unknown.stderr
 
 
 def test_git_holds_no_third_party_raw_file():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..provenance import write_text
+from ..files import write_text
 from ..schema import canonical_model
 from .launch import RESULT_FILE
 from .timing import check_steps

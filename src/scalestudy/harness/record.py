@@ -17,7 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from ..config import experiment_users
-from ..provenance import environment_manifest, write_text
+from ..files import write_text
+from ..provenance import environment_manifest
 from ..schema import DESCRIPTION_TAG, RunRecord
 from .job_config import JOB_CONFIG
 from .launch import PROFILE_DIR, RESULT_FILE, TIMELINE_FILE, JobOutcome

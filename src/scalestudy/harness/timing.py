@@ -8,7 +8,7 @@ Method (DESIGN.md, "Measurement method"):
   Clock: time.perf_counter (monotonic), with one time.time() anchor taken at the same moment to
   turn readings into wall-clock times for MLflow's step timestamps.
 - Steps 0 .. warmup_steps-1 are warm-up and are excluded from every throughput number; they stay
-  in the per-step series, where MSER-5 (warmup.py) reports where the warm-up looks over.
+  in the per-step series, where MSER-5 (derive.warmup_end) reports where the warm-up looks over.
 - A rank's throughput = images it processed in the measured steps / time those steps took.
   throughput_total = sum over ranks of what each rank measured (not rank 0 x N);
   throughput_per_worker = mean over ranks.
@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..schema import SERIES
-from ..warmup import warmup_end
 
 STEP_SERIES = "step_throughput_total"
 assert STEP_SERIES in SERIES
@@ -169,6 +168,8 @@ def aggregate(ranks: Sequence[dict], *, warmup_steps: int, min_measured: int, jo
     "per_rank": [{rank, throughput, steps}, ...]}. Raises TimingError when there are too few
     measured steps or the ranks did not run the same number of steps.
     """
+    from ..derive import warmup_end  # here, not at the top: a rank imports this module, and derive imports pandas
+
     if not ranks:
         raise TimingError("no rank reported any timing")
     counts = {len(r["step_end_unix"]) for r in ranks}

@@ -6,7 +6,7 @@ MLflow's UI keeps a saved view of the runs table (filter, sort and shown columns
 orderByKey, ...) filter and sort but cannot choose columns, and the UI ignores a share key when they are
 present. `workflowType=machine_learning` opens the "Model training" runs table rather than the GenAI
 overview MLflow 3 shows by default (mlflow/mlflow#24498). The UI's code for all of this is in MLflow's
-frontend bundle (mlflow/server/js/build); tests/test_ui.py checks it in Chromium.
+frontend bundle (mlflow/server/js/build); tests/integration/test_ui_integration.py checks it in Chromium.
 
 Everything here is a pure function of run and experiment ids: the figure builder writes into a sidecar the
 same link that `python -m scalestudy.ui` prints, and the UI saves the view that the link names.

@@ -28,6 +28,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from ..config import name_order
 from ..store import StoreError, artifact_root, load_runs, relocate_artifacts, save_views, sqlite_path, tracking_uri
 from .links import SHOWN_METRICS, SHOWN_PARAMS, experiment_view, owned, runs_view
 
@@ -216,12 +217,7 @@ def _sidecars(paper: Path) -> list[tuple[str, Path, dict]]:
             name = data.get("figure") or data.get("table")
             if name and isinstance(data.get("mlflow_runs"), list):
                 found.append((str(name), path, data))
-    return sorted(found, key=lambda item: (item[1].parent.name, _number_order(item[0])))
-
-
-def _number_order(name: str) -> tuple[str, int]:
-    head, _, tail = name.rpartition("-")
-    return (head, int(tail)) if tail.isdigit() else (name, 0)
+    return sorted(found, key=lambda item: (item[1].parent.name, name_order(item[0])))
 
 
 def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:

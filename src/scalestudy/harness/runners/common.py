@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...provenance import write_text
+from ...files import write_text
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Pure functions: the srun command line of a job's ranks, where they go, and their Horovod environments.
 
-tests/test_slurm.py runs these in a real one-node Slurm. Nothing here imports Horovod, MLflow or a framework.
+tests/integration/test_slurm_integration.py runs these in a real one-node Slurm. Nothing here imports Horovod,
+MLflow or a framework.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 
-from scalestudy.model.cost import (
+from scalestudy.scaling.cost import (
     Link,
     Network,
     efficiency,
@@ -19,8 +19,8 @@ from scalestudy.model.cost import (
     step_time_s,
     throughput,
 )
-from scalestudy.model.fit import Point, fit
-from scalestudy.model.sizes import gradient_bytes, read_sizes, size_of
+from scalestudy.scaling.fit import Point, fit
+from scalestudy.scaling.sizes import gradient_bytes, read_sizes, size_of
 
 # ----------------------------------------------------------------------------------------------
 # The formulas, by hand
@@ -139,14 +139,14 @@ def test_gradient_sizes_table():
 def published(published_store):
     from omegaconf import OmegaConf
 
-    from scalestudy.model.cli import SETTINGS_FILE
+    from scalestudy.scaling.command_line import SETTINGS_FILE
     from scalestudy.store import load_runs
 
     return load_runs(published_store), OmegaConf.to_container(OmegaConf.load(SETTINGS_FILE))
 
 
 def test_compute_time_from_the_one_gpu_runs(published):
-    from scalestudy.model.study import compute_time
+    from scalestudy.scaling.study import compute_time
 
     runs, settings = published
     assert compute_time(runs, settings, "P100", "inception3", 64) == (64 / 142, "measured")  # DGX-1, synthetic
@@ -156,7 +156,7 @@ def test_compute_time_from_the_one_gpu_runs(published):
 
 
 def test_held_out_points_are_predicted_not_fitted(published):
-    from scalestudy.model.study import validation
+    from scalestudy.scaling.study import validation
 
     runs, settings = published
     results = {r["dataset"]: r for r in validation(runs, settings)}
@@ -175,18 +175,18 @@ def test_held_out_points_are_predicted_not_fitted(published):
 
 def test_predict_command_line(published_store):
     proc = run_module(
-        "scalestudy.model", "predict", "model=vgg16", "workers=512", "network=ethernet-100g", uri=published_store
+        "scalestudy.scaling", "predict", "model=vgg16", "workers=512", "network=ethernet-100g", uri=published_store
     )
     assert "vgg16 on 512 P100 GPUs (4 per node, 128 nodes)" in proc.stdout
     assert "  512  " in proc.stdout
-    bad = run_module("scalestudy.model", "predict", "modle=vgg16", uri=published_store, check=False)
+    bad = run_module("scalestudy.scaling", "predict", "modle=vgg16", uri=published_store, check=False)
     assert bad.returncode == 2 and "unknown key 'modle'" in bad.stderr
-    missing = run_module("scalestudy.model", "predict", "model=googlenet", uri=published_store, check=False)
+    missing = run_module("scalestudy.scaling", "predict", "model=googlenet", uri=published_store, check=False)
     assert missing.returncode == 2 and "no gradient size for model=googlenet" in missing.stderr
 
 
 def test_help_lists_the_commands():
     proc = subprocess.run(
-        [sys.executable, "-m", "scalestudy.model", "--help"], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-m", "scalestudy.scaling", "--help"], capture_output=True, text=True, cwd=REPO
     )
     assert proc.returncode == 0 and "predict" in proc.stdout and "validate" in proc.stdout

@@ -27,12 +27,11 @@ from scalestudy.store import load_runs, load_series
 REPO = Path(__file__).resolve().parents[1]
 HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
 pytestmark = [
-    pytest.mark.integration,
     pytest.mark.skipif(
         not HAVE_HOROVOD,
         reason=f"horovod is not importable by {sys.executable}: "
         "these tests need the training environment (.venv-train, Horovod built with Gloo)",
-    ),
+    )
 ]
 
 RUN_METRICS = {

@@ -19,11 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IMAGE_FACTS
-
-from scalestudy.containers import parse_definition
-
-pytestmark = pytest.mark.integration
+from helpers import IMAGE_FACTS, load_script
 
 REPO = Path(__file__).resolve().parents[1]
 DOCKER = "/usr/bin/docker"  # Debian's docker.io CLI: BuildKit without buildx (scripts/container.sh)
@@ -185,7 +181,7 @@ def test_two_rank_jobs_of_both_frameworks_write_to_a_store_on_the_host(docker_en
 
 def test_the_singularity_definitions_test_section_passes_in_the_image(docker_env, cpu_image):
     """%environment then %test of Singularity.def, as Apptainer runs them (/bin/sh), read from the file."""
-    definition = parse_definition(REPO / "Singularity.def")
+    definition = load_script("recipe_checks").parse_definition(REPO / "Singularity.def")
     script = definition.section("environment").text() + "\n" + definition.section("test").text()
     assert "scalestudy.train" in script
     proc = docker_run(docker_env, cpu_image, "-c", script, entrypoint="/bin/sh")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 WRITERS = 8
 RUNS_PER_WRITER = 4
@@ -161,7 +161,6 @@ def _assert_nothing_lost(result: dict, store: str, experiment: str) -> None:
     assert not problems, "\n".join(problems[:20])
 
 
-@pytest.mark.integration
 def test_eight_writers_through_one_mlflow_server_lose_nothing_existing_experiment(server, tmp_path):
     from scalestudy.store import sync_experiment
 
@@ -171,7 +170,6 @@ def test_eight_writers_through_one_mlflow_server_lose_nothing_existing_experimen
     _assert_nothing_lost(result, store, "many-writers-existing")
 
 
-@pytest.mark.integration
 def test_eight_writers_through_one_mlflow_server_lose_nothing_new_experiment(server, tmp_path):
     store, url = server
     result = run_writers(url, tmp_path / "writers", experiment="many-writers-new")

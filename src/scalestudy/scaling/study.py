@@ -1,7 +1,7 @@
 """The scaling model on the study's runs: fits, the held-out check, the claims and the what-ifs.
 
 Pure functions of the tidy run table (store.load_runs) and of the settings in conf/scaling/default.yaml (a
-plain dict here); figure 7, table 4 and `python -m scalestudy.model` call them, so the paper's numbers and a
+plain dict here); figure 7, table 4 and `python -m scalestudy.scaling` call them, so the paper's numbers and a
 user's what-if come from the same code.
 
 - Points: per group (model, batch) of a dataset, the 1-GPU run gives one GPU's time per step (batch /
@@ -24,8 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..derive import scaling
-from ..paper.selection import matches
+from ..derive import matches, scaling, where_mask
 from ..schema import MODELS
 from .cost import Link, Network, hierarchical_allreduce_s
 from .fit import Fit, Point, fit
@@ -36,11 +35,7 @@ def published_runs(runs: pd.DataFrame, spec: Mapping) -> pd.DataFrame:
     """Published runs matching every {column: value(s)} of spec (FINISHED unless spec says otherwise)."""
     spec = {"status": "FINISHED", **dict(spec)}
     mask = runs["source"].astype(str).eq("published") if "source" in runs else pd.Series(True, index=runs.index)
-    for column, wanted in spec.items():
-        if column not in runs.columns:
-            return runs.iloc[0:0]
-        mask &= matches(runs[column], wanted)
-    return runs[mask]
+    return runs[mask & where_mask(runs, spec)]
 
 
 def group_label(model: str, batch) -> str:

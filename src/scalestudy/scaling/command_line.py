@@ -1,4 +1,4 @@
-"""`python -m scalestudy.model predict|validate`: the model on the command line, over the published runs.
+"""`python -m scalestudy.scaling predict|validate`: the model on the command line, over the published runs.
 
 Settings come from conf/scaling/default.yaml; KEY=VALUE arguments override its `predict` keys (model, workers,
 device, batch_per_worker, classes, gpus_per_node, intra, network, fp16, throughput_1gpu) or its top-level ones

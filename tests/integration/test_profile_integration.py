@@ -13,18 +13,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 
-from scalestudy.model.sizes import size_of
 from scalestudy.profile import ProfileError, summarize
+from scalestudy.scaling.sizes import size_of
 from scalestudy.store import load_runs
 
 pytestmark = [
-    pytest.mark.integration,
     pytest.mark.skipif(
         importlib.util.find_spec("horovod") is None,
         reason=f"horovod is not importable by {sys.executable}: run in the training environment (.venv-train)",
-    ),
+    )
 ]
 WARMUP, STEPS = 2, 4
 TINY = [

@@ -9,7 +9,7 @@ import re
 import matplotlib.text
 import pandas as pd
 import pytest
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 from omegaconf import OmegaConf
 
 from scalestudy.config import compose
@@ -22,7 +22,7 @@ from scalestudy.store import load_runs
 def figure7(published_store):
     spec = OmegaConf.to_container(compose("paper", ["figure=figure-7"]).figure, resolve=True)
     chosen = select_runs(load_runs(published_store), spec["runs"], "published", "figure-7")
-    from scalestudy.model.report import figure_rows
+    from scalestudy.scaling.report import figure_rows
 
     table = figure_rows(chosen, scaling=spec["derive"]["scaling"], panels=spec["derive"]["panels"])
     return spec, table, chosen

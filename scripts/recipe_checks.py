@@ -12,7 +12,7 @@
   flavours of the one Dockerfile (a system stage each, the extras they install declared, no `# syntax=` line
   that an offline build could not fetch, scripts/ldd-check.sh in the steps that build extensions).
 
-    python -m scalestudy.containers check [--repo DIR]
+    python scripts/recipe_checks.py check [--repo DIR]    (scripts/container.sh check)
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cli import run
+from scalestudy.cli import run
 
 # Apptainer's definition-file sections (pkg/build/types/parser/deffile.go) and header keywords.
 SECTIONS = (
@@ -299,7 +299,7 @@ def compose_problem(conf: Path, overrides: list[str]) -> str | None:
     """None if conf/train.yaml composes with the overrides (Hydra's compose API; nothing runs), else why."""
     from omegaconf import OmegaConf
 
-    from .config import compose
+    from scalestudy.config import compose
 
     try:
         OmegaConf.to_container(compose("train", overrides, conf=conf.resolve()), resolve=True)  # and resolves
@@ -457,7 +457,7 @@ def check_recipes(repo: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.containers", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python scripts/recipe_checks.py", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
     chk = sub.add_parser("check", help="check Dockerfile, Singularity.def and their entry points")
     chk.add_argument("--repo", type=Path, default=Path("."))

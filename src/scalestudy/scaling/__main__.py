@@ -1,4 +1,4 @@
-"""python -m scalestudy.model COMMAND
+"""python -m scalestudy.scaling COMMAND
 
 predict [KEY=VALUE...]   the model's efficiency and throughput for a setting of your own, e.g.
                          predict model=vgg16 workers=512 device=P100 network=ethernet-25g fp16=true
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{out}: {len(rows)} rows")
         return 0
     if command in ("predict", "validate"):
-        from .cli import predict_command, validate_command
+        from .command_line import predict_command, validate_command
 
         return predict_command(rest) if command == "predict" else validate_command(rest)
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)

@@ -9,23 +9,22 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
-from scalestudy.model.sizes import SIZES_FILE, read_sizes
+from scalestudy.scaling.sizes import SIZES_FILE, read_sizes
 
 pytestmark = [
-    pytest.mark.integration,
     pytest.mark.skipif(
         importlib.util.find_spec("tensorflow") is None or importlib.util.find_spec("mxnet") is None,
         reason=f"{sys.executable} has no TensorFlow or no MXNet: run in the training environment (.venv-train)",
-    ),
+    )
 ]
 
 
 def test_regenerated_table_equals_the_committed_one(tmp_path):
     out = tmp_path / "gradient_sizes.csv"
     proc = subprocess.run(
-        [sys.executable, "-m", "scalestudy.model", "sizes", "--out", str(out)],
+        [sys.executable, "-m", "scalestudy.scaling", "sizes", "--out", str(out)],
         cwd=REPO,
         capture_output=True,
         text=True,

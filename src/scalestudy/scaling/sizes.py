@@ -4,7 +4,7 @@
 trainable parameters (one gradient each, allreduced every step) and the forward FLOPs of one image at the
 model's native size. It is generated in the training environment, which has TensorFlow and MXNet:
 
-    make model-sizes        # = .venv-train/bin/python -m scalestudy.model sizes
+    make model-sizes        # = .venv-train/bin/python -m scalestudy.scaling sizes
 
 Each framework runs in its own process (a rank never holds both, and neither does this). The light
 environment only reads the table. Keras counts trainable variables; Gluon counts parameters whose grad_req
@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from ..config import CONF_DIR
-from ..provenance import write_text
+from ..files import write_text
 
 SIZES_FILE = Path(__file__).with_name("gradient_sizes.csv")
 COLUMNS = ["model", "framework", "classes", "image_size", "trainable_parameters", "forward_flops"]
@@ -139,7 +139,7 @@ def generate(out: Path = SIZES_FILE) -> list[dict]:
     rows = []
     for framework in ("keras", "gluon"):
         proc = subprocess.run(
-            [sys.executable, "-m", "scalestudy.model", "count", framework], capture_output=True, text=True
+            [sys.executable, "-m", "scalestudy.scaling", "count", framework], capture_output=True, text=True
         )
         if proc.returncode != 0:
             raise RuntimeError(f"counting the {framework} models failed:\n{proc.stderr[-3000:]}")
