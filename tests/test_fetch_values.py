@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REFERENCE, free_port, require_raw_data
+from helpers import REFERENCE, free_port, require_raw_data
 
 from scalestudy.ingest import fetch, read_source
 from scalestudy.ingest.fetch import RawFile, _key_lines, cache_dir, fetch_raw_files, mirror_dir, raw_files, sha256_of

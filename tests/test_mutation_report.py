@@ -1,15 +1,12 @@
 """scripts/mutation_report.py (make mutation-check): mutmut's results read per module, the score, and the triage file
 checked; on meta files written here in mutmut's format (a real run takes hours)."""
 
-import importlib.util
 import json
 
 import pytest
-from conftest import REPO
+from helpers import REPO, load_script
 
-spec = importlib.util.spec_from_file_location("mutation_report", REPO / "scripts" / "mutation_report.py")
-mutation_report = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(mutation_report)
+mutation_report = load_script("mutation_report")
 
 
 def meta(root, module: str, codes: dict) -> None:

@@ -1,11 +1,11 @@
-"""MSER-5 (warmup.py) where mutation testing found it unchecked: the exact error lines, a series holding None (a
+"""MSER-5 (derive.mser) where mutation testing found it unchecked: the exact error lines, a series holding None (a
 step with no value), and warmup_end passing its batch size on."""
 
 import re
 
 import pytest
 
-from scalestudy.warmup import mser, warmup_end
+from scalestudy.derive import mser, warmup_end
 
 ZIGZAG = [0] * 5 + [10] * 5 + [12] * 5 + [10] * 5 + [12] * 5 + [10] * 5 + [12] * 5 + [10] * 5
 

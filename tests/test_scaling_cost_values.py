@@ -1,9 +1,9 @@
-"""The scaling model's cost formulas (model/cost.py) against values worked out by hand from the module's formulas,
+"""The scaling model's cost formulas (scaling/cost.py) against values worked out by hand from the module's formulas,
 at their edges: one rank, a node boundary (ceil, not floor), overlap 0 and 1, a fully hidden allreduce."""
 
 import pytest
 
-from scalestudy.model.cost import (
+from scalestudy.scaling.cost import (
     Link,
     Network,
     efficiency,
