@@ -121,11 +121,15 @@ def results() -> dict[str, dict[str, str]]:
     return found
 
 
-def diff(name: str) -> str:
+def diff(name: str, module: str) -> str:
+    """The mutant's diff, from mutants/src/<module> (a module since moved or removed in src/ still has one)."""
     os.chdir(REPO)  # mutmut reads mutants/ relative to the working folder
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
-    return get_diff_for_mutant(name)
+    try:
+        return get_diff_for_mutant(name, path=Path("src") / module)
+    except Exception as err:  # a mutants/ copy older than mutmut's index of it
+        return f"(no diff: {type(err).__name__}: {err})"
 
 
 def load_triage() -> dict[str, str]:
@@ -162,13 +166,13 @@ def report(found: dict[str, dict[str, str]], triage: dict[str, str], seconds: fl
     lines.append(f"| **all** | {sum(total.values())} | " + " | ".join(str(total[s]) for s in statuses)
                  + f" | **{score:.1f}** | |")  # fmt: skip
     lines += ["", "## Mutants not killed", ""]
-    for mutants in found.values():
+    for module, mutants in found.items():
         for name, status in mutants.items():
             if status in CAUGHT or status == "not checked":
                 continue
             why = triage.get(name)
             lines += [f"### `{name}`: {status}", "", f"Triage: {why}" if why else "Triage: **open**", ""]
-            lines += ["```diff", diff(name), "```", ""]
+            lines += ["```diff", diff(name, module), "```", ""]
     return "\n".join(lines) + "\n", score
 
 

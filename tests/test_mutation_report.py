@@ -27,7 +27,7 @@ def test_results_per_module_and_the_score(tmp_path, monkeypatch):
                                  f"{name}4": "no tests", f"{name}5": "timeout", f"{name}6": "not checked"},
         "scalestudy/ingest/fetch.py": {"scalestudy.ingest.fetch.x_g__mutmut_1": "killed"},
     }  # fmt: skip
-    monkeypatch.setattr(mutation_report, "diff", lambda name: f"- old\n+ new ({name})")
+    monkeypatch.setattr(mutation_report, "diff", lambda name, module: f"- old\n+ new ({name})")
     text, score = mutation_report.report(found, {f"{name}3": "equivalent: x"}, seconds=90)
     # derive.py: 3 caught (2 killed, 1 timeout) of 5 checked = 60 %; all: 4 of 6 = 66.7 %
     assert "| scalestudy/derive.py | 6 | 2 | 1 | 1 | 1 | 0 | 0 | 1 | 60.0 | 1/2 |" in text
