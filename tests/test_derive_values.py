@@ -135,3 +135,15 @@ def test_scaling_without_a_throughput_column_gives_nan_speedups_by_speed():
     assert out["speedup_speed"].isna().all() and out["efficiency_speed"].isna().all()
     assert out["speedup_time"].tolist() == [1.0, pytest.approx(100 / 60)]
     assert "throughput_total" in out.columns and out["throughput_total"].isna().all()
+
+
+def test_speedup_per_image_counts_steps_times_batch():
+    # the 2-worker job of the group ran 100 steps of 32 images (3,200), its baseline 100 steps of 64 (6,400):
+    # S_image = S_time x 3200 / 6400 = (100 / 40) x 0.5 = 1.25
+    runs = pd.DataFrame({"workers": [1, 2], "model": "m", "steps": [100, 100], "batch_per_worker": [64, 32],
+                         "time_work_s": [100.0, 40.0], "throughput_total": [64.0, 80.0]})  # fmt: skip
+    out = derive.scaling(runs, group=["model"]).set_index("workers")
+    assert out.loc[2, "speedup_time"] == 2.5
+    assert out.loc[2, "speedup_time_per_image"] == 1.25
+    assert out.loc[2, "efficiency_time_per_image"] == 0.625
+    assert out["unequal_work"].tolist() == [False, True]

@@ -261,3 +261,15 @@ def test_a_copy_that_fails_leaves_no_temporary_and_says_why(tmp_path, monkeypatc
     with pytest.raises(OSError, match=r"^No space left on device$"):
         fetch._copy_into(source, target)
     assert os.listdir(target.parent) == []
+
+
+def test_a_download_failing_with_an_error_that_carries_no_response_names_its_type(offline, monkeypatch):
+    import pooch
+
+    def disk_full(*args, **kwargs):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(pooch, "retrieve", disk_full)
+    raw = RawFile("f.log", "https://h/f.log", LOG1_SHA, "source.yaml:2")
+    with pytest.raises(SchemaError, match=r"https://h/f\.log could not be fetched \(OSError\): download"):
+        fetch_raw_files("d", [raw])
