@@ -194,9 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.monotonic()
         names = args.run
         if args.again:  # mutmut reruns a mutant that has a result only when it is named
-            globs = args.run or ["*"]
+            globs, known = args.run or ["*"], [name for mutants in results().values() for name in mutants]
             names = [name for mutants in results().values() for name, status in mutants.items()
                      if status not in CAUGHT and any(fnmatch.fnmatchcase(name, g) for g in globs)]  # fmt: skip
+            # a glob no known mutant matches (a module or function new since the last run) goes as it is
+            names += [g for g in globs if not any(fnmatch.fnmatchcase(name, g) for name in known)]
             if not names:
                 print("every mutant of those names is killed already")
                 names = None
