@@ -74,6 +74,11 @@ def tree_copy(dest: Path) -> None:
     file committed) then ask mutants/, not the checkout around it, which ignores mutants/."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
                            capture_output=True).stdout.decode().split("\0")  # fmt: skip
+    # what an earlier copy left that the tree no longer has (a moved test would be collected twice); src/ and
+    # mutmut's own files stay: they hold its mutants and results
+    for entry in dest.iterdir() if dest.is_dir() else []:
+        if entry.name not in ("src", ".git") and not entry.name.startswith("mutmut"):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     for name in filter(None, files):
         if not name.startswith("src/") and (REPO / name).is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -116,6 +121,8 @@ def results() -> dict[str, dict[str, str]]:
     """{module: {mutant name: status}} from mutmut's meta files."""
     found = {}
     for meta in sorted((REPO / "mutants" / "src").rglob("*.py.meta")):
+        if not (REPO / "src" / module_of(meta)).is_file():  # a module since moved or removed
+            continue
         codes = json.loads(meta.read_text())["exit_code_by_key"]
         found[module_of(meta)] = {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
     return found

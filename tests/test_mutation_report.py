@@ -21,6 +21,10 @@ def test_results_per_module_and_the_score(tmp_path, monkeypatch):
     # 1 and 3: pytest failed (killed); 0: passed (survived); 33: no test calls it; 36: timed out; None: not run
     meta(tmp_path, "scalestudy/derive.py", {f"{name}{i}": c for i, c in enumerate([1, 3, 0, 33, 36, None], 1)})
     meta(tmp_path, "scalestudy/ingest/fetch.py", {"scalestudy.ingest.fetch.x_g__mutmut_1": 1})
+    meta(tmp_path, "scalestudy/gone.py", {"scalestudy.gone.x_h__mutmut_1": 0})  # moved away since: not reported
+    for module in ("derive.py", "ingest/fetch.py"):
+        (tmp_path / "src" / "scalestudy" / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / "scalestudy" / module).write_text("")
     found = mutation_report.results()
     assert found == {
         "scalestudy/derive.py": {f"{name}1": "killed", f"{name}2": "killed", f"{name}3": "survived",
