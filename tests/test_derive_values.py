@@ -147,3 +147,14 @@ def test_speedup_per_image_counts_steps_times_batch():
     assert out.loc[2, "speedup_time_per_image"] == 1.25
     assert out.loc[2, "efficiency_time_per_image"] == 0.625
     assert out["unequal_work"].tolist() == [False, True]
+
+
+def test_two_baselines_in_a_group_name_the_first_four_runs():
+    runs = pd.DataFrame({"workers": [1, 1, 1, 1, 1, 2], "model": "m", "throughput_total": 1.0,
+                         "run_name": ["a", "b", "c", "d", "e", "f"]})  # fmt: skip
+    with pytest.raises(ValueError) as err:
+        derive.scaling(runs, group=["model"])
+    assert str(err.value) == "more than one 1-worker baseline in a group of ['model']: a, b, c, d"
+    with pytest.raises(ValueError) as err:
+        derive.scaling(runs.drop(columns="run_name"), group=["model"])
+    assert str(err.value) == "more than one 1-worker baseline in a group of ['model']: "
