@@ -9,6 +9,8 @@ import logging
 import os
 import signal
 import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 from urllib.parse import urlparse
@@ -27,7 +29,7 @@ from .address import (
     tracking_uri,
 )
 from .lock import as_store_error, store_lock
-from .read import search_all
+from .read import reader, search_all
 
 log = logging.getLogger(__name__)
 
@@ -175,36 +177,87 @@ def sync_experiment(experiment: str, records: list[RunRecord], uri: str | None =
     interrupted import left incomplete (counted as `repaired`). Every record is checked before anything is
     written; if a write fails, the runs written so far by this call are deleted again.
     """
+    return sync_runs(experiment, records, uri).counts()
+
+
+@dataclass
+class SyncPlan:
+    """What sync_runs did (or, dry, would do): each record's fate by key, and the runs it removed."""
+
+    status: dict[str, str] = field(default_factory=dict)  # record key -> created | updated | unchanged
+    removed: list[dict[str, str]] = field(default_factory=list)  # tags of the runs deleted as gone from the source
+    repaired: int = 0  # incomplete runs an interrupted import left, deleted
+
+    def counts(self) -> dict[str, int]:
+        states = list(self.status.values())
+        return {
+            "created": states.count("created"),
+            "updated": states.count("updated"),
+            "unchanged": states.count("unchanged"),
+            "deleted": len(self.removed),
+            "repaired": self.repaired,
+        }
+
+
+# (key, tags, metrics) of a run whose key no record has -> the key of the record that replaces it, or None.
+Claim = Callable[[str, Mapping[str, str], Mapping[str, float]], "str | None"]
+
+
+def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None, *, keep_others: bool = False,
+              claim: Claim | None = None, dry_run: bool = False) -> SyncPlan:  # fmt: skip
+    """sync_experiment with choices: `keep_others` leaves the runs whose key no record has (an additive import);
+    `claim` lets a record take over such a run (a key scheme that changed: the old run is replaced, not kept
+    beside it); `dry_run` plans without writing (nor creating the store or the experiment)."""
     uri = uri or tracking_uri()
     check_records(experiment, records)
+    if dry_run:
+        path = sqlite_path(check_uri(uri))
+        if path is not None and not path.is_file():
+            return SyncPlan(status={rec.key: "created" for rec in records})
+        with store_lock(uri, write=False):
+            client = reader(uri)
+            found = client.get_experiment_by_name(experiment)
+            if found is None or found.lifecycle_stage != "active":
+                return SyncPlan(status={rec.key: "created" for rec in records})
+            return _plan(client, found, records, keep_others, claim)[0]
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
-        experiment = client.get_experiment(ensure_experiment(client, uri, experiment))
-        existing: dict[str, list[tuple[str, str]]] = {}
-        incomplete = []
-        for run in search_all(client, [experiment.experiment_id]):
-            digest = run.data.tags.get(CONTENT_HASH)
-            if digest is None or run.info.status not in ("FINISHED", "FAILED"):
-                incomplete.append(run.info.run_id)  # left by a write that was cut short
-            else:
-                existing.setdefault(run.data.tags.get("import_key"), []).append((run.info.run_id, digest))
-        plan = []  # (record, its digest, the runs it replaces)
-        for rec in records:
-            digest, old = rec.content_hash(), existing.pop(rec.key, [])
-            if not (len(old) == 1 and old[0][1] == digest):
-                plan.append((rec, digest, [run_id for run_id, _ in old]))
-        vanished = [run_id for runs in existing.values() for run_id, _ in runs]  # keys gone from the source
-        counts = {
-            "created": sum(1 for _, _, old in plan if not old),
-            "updated": sum(1 for _, _, old in plan if old),
-            "unchanged": len(records) - len(plan),
-            "deleted": len(vanished),
-            "repaired": len(incomplete),
-        }
-        if plan or vanished or incomplete or experiment.tags.get(IMPORT_STATE) != "complete":
-            previous = experiment.tags.get(IMPORT_STATE, "complete")
-            _apply(client, experiment.experiment_id, plan, vanished + incomplete, previous)
-    return counts
+        found = client.get_experiment(ensure_experiment(client, uri, experiment))
+        plan, writes, to_delete = _plan(client, found, records, keep_others, claim)
+        if writes or to_delete or found.tags.get(IMPORT_STATE) != "complete":
+            previous = found.tags.get(IMPORT_STATE, "complete")
+            _apply(client, found.experiment_id, writes, to_delete, previous)
+    return plan
+
+
+def _plan(client, experiment, records: list[RunRecord], keep_others: bool, claim: Claim | None):
+    """(the plan, the writes [(record, digest, runs it replaces)], the runs to delete besides)."""
+    existing: dict[str, list[tuple[str, str]]] = {}
+    others: dict[str, dict[str, str]] = {}  # run id -> tags of the runs no record's key names
+    incomplete = []
+    keys = {rec.key for rec in records}
+    for run in search_all(client, [experiment.experiment_id]):
+        digest, key = run.data.tags.get(CONTENT_HASH), run.data.tags.get("import_key")
+        if digest is None or run.info.status not in ("FINISHED", "FAILED"):
+            incomplete.append(run.info.run_id)  # left by a write that was cut short
+            continue
+        if key not in keys and claim is not None:
+            key = claim(key or "", run.data.tags, run.data.metrics) or key
+        if key in keys:
+            existing.setdefault(key, []).append((run.info.run_id, digest))
+        else:
+            others[run.info.run_id] = dict(run.data.tags)
+    plan, writes = SyncPlan(repaired=len(incomplete)), []
+    for rec in records:
+        digest, old = rec.content_hash(), existing.pop(rec.key, [])
+        if len(old) == 1 and old[0][1] == digest:
+            plan.status[rec.key] = "unchanged"
+        else:
+            plan.status[rec.key] = "updated" if old else "created"
+            writes.append((rec, digest, [run_id for run_id, _ in old]))
+    vanished = [] if keep_others else list(others)  # keys gone from the source
+    plan.removed = [others[run_id] for run_id in vanished]
+    return plan, writes, vanished + incomplete
 
 
 def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str) -> None:
