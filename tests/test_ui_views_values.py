@@ -64,17 +64,19 @@ def test_views_of_each_experiment_and_each_sidecar(store_copy, tmp_path):
         "throughput_total, efficiency_published, time_work_s, time_per_epoch_s, memory_peak_mb, where its runs have "
         "them):"
     )
-    per_experiment = {line.split()[0]: line for line in lines[1:7]}
+    head = next(i for i, line in enumerate(lines) if line.startswith("The runs behind each figure"))
+    per_experiment = {line.split()[0]: line for line in lines[1:head]}
+    assert len(per_experiment) == runs["experiment"].nunique()  # one line per experiment of the store
     for experiment, n in COUNTS.items():
         link = (
             f"{BASE}/#/experiments/{eid[experiment]}/runs?workflowType=machine_learning&viewStateShareKey={every.key}"
         )
         assert per_experiment[experiment] == f"  {experiment:<22} {n:>4} runs  {link}"
     assert (
-        lines[7]
+        lines[head]
         == f"The runs behind each figure and table (the run ids in its sidecar, {paper}/figures|tables/NAME.json):"
     )
-    assert lines[8:] == [
+    assert lines[head + 1 :] == [
         f"  {'figure-3':<22}    2 runs  {BASE}/{view3.link}",
         f"  {'figure-5':<22} {stale}: 1 of its 2 runs are not in this store (built from another store?): "
         "rebuild it with `make figure-5`",
