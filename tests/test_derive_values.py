@@ -159,3 +159,24 @@ def test_two_baselines_in_a_group_name_the_first_four_runs():
     with pytest.raises(ValueError) as err:
         derive.scaling(runs.drop(columns="run_name"), group=["model"])
     assert str(err.value) == "more than one 1-worker baseline in a group of ['model']: "
+
+
+def test_scaling_without_groups_takes_the_one_baseline_of_the_table():
+    # (mutation testing found this branch unreached; run, it crashed in pandas: fixed in derive.scaling)
+    runs = pd.DataFrame({"workers": [2, 1, 4], "throughput_total": [180.0, 100.0, 300.0],
+                         "time_work_s": [55.0, 100.0, 40.0], "steps": 10, "batch_per_worker": 64})  # fmt: skip
+    out = derive.scaling(runs, group=[])
+    assert out["speedup_speed"].tolist() == [1.8, 1.0, 3.0]
+    assert out["speedup_time"].tolist() == [100 / 55, 1.0, 2.5]
+    assert out["efficiency_speed"].tolist() == [0.9, 1.0, 0.75]
+    added = ["speedup_speed", "speedup_time", "speedup_time_per_image", "unequal_work", "efficiency_speed",
+             "efficiency_time", "efficiency_time_per_image"]  # fmt: skip
+    assert list(out.columns) == [*runs.columns, *added]
+    alone = derive.scaling(runs[runs.workers > 1], group=[])  # no 1-worker run: no speedup, never an invented one
+    assert alone["speedup_speed"].isna().all() and alone["speedup_time_per_image"].isna().all()
+
+
+def test_scaling_pairs_a_run_with_its_own_group_only():
+    # `platform` is in both runs' columns but not in the group: the baseline is found by model alone
+    runs = pd.DataFrame({"workers": [1, 2], "model": "m", "platform": ["a", "b"], "throughput_total": [100.0, 150.0]})
+    assert derive.scaling(runs, group=["model"])["speedup_speed"].tolist() == [1.0, 1.5]
