@@ -47,7 +47,8 @@ def scaling(runs: pd.DataFrame, *, group: Sequence[str], workers: str = "workers
             out[col] = np.nan
     out["_images"] = out["steps"] * out["batch_per_worker"]
     base = out[out[workers] == 1]
-    dup = base.duplicated(group, keep=False)
+    # without a group, the whole table is one group (pandas' duplicated cannot take no columns)
+    dup = base.duplicated(group, keep=False) if group else pd.Series(len(base) > 1, index=base.index)
     if dup.any():
         names = ", ".join(base.loc[dup, "run_name"].astype(str).head(4)) if "run_name" in base else ""
         raise ValueError(f"more than one 1-worker baseline in a group of {group}: {names}")
