@@ -111,6 +111,9 @@ class _Log:
     failures: list[tuple[int, str, int, str]] = field(default_factory=list)  # (rank, kind, line, text)
     stopped: set[int] = field(default_factory=set)  # ranks that logged 'Stopping train for R'
 
+    def seen(self, ms: int) -> None:
+        self.last_ms = ms if self.last_ms is None else max(self.last_ms, ms)
+
 
 def _local(text: str, where: str, *formats: str) -> datetime:
     """A local-time stamp; Python prints a datetime without '.ffffff' when its microseconds are 0."""
@@ -137,69 +140,81 @@ def _ms(moment: datetime) -> int:
     return round(moment.timestamp() * 1000)
 
 
-def _scan(path: Path) -> _Log:  # noqa: C901 -- still to split (issue 22): issue 24 was editing it
+def _scan_start_and_init(log: _Log, text: str, number: int, where: str) -> None:
+    """The job's start (the first 'Date is now' line) and the end of initialisation (the last 'Shuffle buffer
+    filled' line)."""
+    if "Date is now" in text:
+        m = DATE_RE.match(text)
+        if not m:
+            raise SchemaError(f"{where}: 'Date is now' line does not parse: {text.strip()[:120]!r}")
+        moment = _local(m["ts"], where)
+        if log.start is None:
+            log.start, log.start_line = moment, number
+        log.seen(_ms(moment))
+    m = TF_TS_RE.match(text)
+    if m:
+        moment = _local(m["ts"], where)
+        log.seen(_ms(moment))
+        if SHUFFLE_RE.search(text) and (log.init_end is None or moment >= log.init_end):
+            log.init_end, log.init_line = moment, number
+    elif SHUFFLE_RE.search(text):
+        raise SchemaError(f"{where}: 'Shuffle buffer filled' line without a timestamp: {text.strip()[:120]!r}")
+
+
+def _scan_took(log: _Log, text: str, number: int, where: str) -> None:
+    """The first 'Training took S' line's seconds."""
+    m = TOOK_RE.search(text)
+    value = None
+    if m:
+        try:
+            value = float(m["value"])
+        except ValueError:
+            pass
+    if value is None or value != value or value <= 0:
+        raise SchemaError(f"{where}: 'Training took' value is not a positive number: {text.strip()!r}")
+    if log.took is None:
+        log.took, log.took_line = value, number
+
+
+def _scan_facts(log: _Log, text: str, number: int) -> None:
+    """Stopped ranks, the last logged global step, model_dir lines, GPUs and the first failure pattern of a line."""
+    for rank in STOPPED_RE.findall(text):
+        log.stopped.add(int(rank))
+    for step in GLOBAL_STEP_RE.findall(text):
+        log.last_global_step = max(int(step), log.last_global_step or 0)
+    m = MODEL_DIR_RE.search(text)
+    if m:
+        log.model_dirs.append((number, m["model"], int(m["n"])))
+    m = DEVICE_RE.search(text)
+    if m:
+        log.devices.add(m["gpu"])
+        log.device_names.add(f"Tesla {m['gpu']}{m['rest']}")
+    for rank, (kind, pattern) in enumerate(FAILURE_PATTERNS):
+        m = pattern.search(text)
+        if m:
+            log.failures.append((rank, kind, number, m.group(0).strip()))
+            break
+
+
+def _scan(path: Path) -> _Log:
     log = _Log()
-
-    def seen(ms: int) -> None:
-        log.last_ms = ms if log.last_ms is None else max(log.last_ms, ms)
-
     lines = read_text(path).split("\n")
     if lines and not lines[-1]:
         lines.pop()  # the newline that ends the last line
     for number, text in enumerate(lines, start=1):
         where = f"{path}:{number}"
         log.n_lines = number
-        if "Date is now" in text:
-            m = DATE_RE.match(text)
-            if not m:
-                raise SchemaError(f"{where}: 'Date is now' line does not parse: {text.strip()[:120]!r}")
-            moment = _local(m["ts"], where)
-            if log.start is None:
-                log.start, log.start_line = moment, number
-            seen(_ms(moment))
-        m = TF_TS_RE.match(text)
-        if m:
-            moment = _local(m["ts"], where)
-            seen(_ms(moment))
-            if SHUFFLE_RE.search(text) and (log.init_end is None or moment >= log.init_end):
-                log.init_end, log.init_line = moment, number
-        elif SHUFFLE_RE.search(text):
-            raise SchemaError(f"{where}: 'Shuffle buffer filled' line without a timestamp: {text.strip()[:120]!r}")
+        _scan_start_and_init(log, text, number, where)
         m = BENCH_RE.search(text)
         if m:
             log.bench.append(_bench(m["dict"], where, number))
-            seen(log.bench[-1].ms)
+            log.seen(log.bench[-1].ms)
         if "Training took" in text:
-            m = TOOK_RE.search(text)
-            value = None
-            if m:
-                try:
-                    value = float(m["value"])
-                except ValueError:
-                    pass
-            if value is None or value != value or value <= 0:
-                raise SchemaError(f"{where}: 'Training took' value is not a positive number: {text.strip()!r}")
-            if log.took is None:
-                log.took, log.took_line = value, number
-        for rank in STOPPED_RE.findall(text):
-            log.stopped.add(int(rank))
-        for step in GLOBAL_STEP_RE.findall(text):
-            log.last_global_step = max(int(step), log.last_global_step or 0)
-        m = MODEL_DIR_RE.search(text)
-        if m:
-            log.model_dirs.append((number, m["model"], int(m["n"])))
-        m = DEVICE_RE.search(text)
-        if m:
-            log.devices.add(m["gpu"])
-            log.device_names.add(f"Tesla {m['gpu']}{m['rest']}")
+            _scan_took(log, text, number, where)
         m = SLURM_TS_RE.search(text)
-        if m and SLURM_RE.search(text):
-            seen(_ms(_local(m["ts"], where, "%Y-%m-%dT%H:%M:%S")))
-        for rank, (kind, pattern) in enumerate(FAILURE_PATTERNS):
-            m = pattern.search(text)
-            if m:
-                log.failures.append((rank, kind, number, m.group(0).strip()))
-                break
+        if m and SLURM_RE.search(text):  # the line's facts (below) raise nothing: read before them or after alike
+            log.seen(_ms(_local(m["ts"], where, "%Y-%m-%dT%H:%M:%S")))
+        _scan_facts(log, text, number)
     return log
 
 
