@@ -284,16 +284,19 @@ def _failure_reason(path: Path, log: _Log) -> str:
     return "; also ".join(parts)
 
 
-def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- still to split (issue 22): issue 24 was editing it
+def _job(path: Path) -> tuple[int, str]:
+    """(GPUs, model) as the file name 'N.err' or 'N.<model>.err' gives them."""
     m = FILE_RE.match(path.name)
     if not m:
         raise SchemaError(f"{path}:1: file name is not 'N.err' or 'N.<model>.err'")
     workers = int(m["n"])
     if workers < 1:
         raise SchemaError(f"{path}:1: file name gives {workers} GPUs")
-    model = canonical_model(m["model"] or DEFAULT_MODEL, f"{path}:1")
+    return workers, canonical_model(m["model"] or DEFAULT_MODEL, f"{path}:1")
 
-    log = _scan(path)
+
+def _check_job(path: Path, log: _Log, workers: int, model: str) -> None:
+    """Refuse a log with no start, whose model_dir lines name another job, or that names several GPU kinds."""
     if log.start is None:
         raise SchemaError(f"{path}:{log.n_lines}: no ' Date is now:' line (the job's start) in the log")
     for number, log_model, log_n in log.model_dirs:
@@ -305,30 +308,16 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- 
     if len(log.devices) > 1:
         raise SchemaError(f"{path}:1: the log names several GPU kinds: {sorted(log.device_names)}")
 
-    tags = published_tags(source, f"{path}:{log.start_line}")
-    tags["log_file"] = path.name
-    if log.device_names:
-        tags["device_name"] = sorted(log.device_names)[0]
-    params: dict[str, object] = {
-        "model": model,
-        "framework": "tensorflow",
-        "api": "tf.estimator+horovod",
-        "workers": workers,
-        "device": next(iter(log.devices), DEVICE_DEFAULT),
-        "data": "cifar10",
-        "batch_per_worker": BATCH_PER_WORKER,
-        "platform": PLATFORM,
-    }
-    last_step = max((b.step for b in log.bench), default=None)
-    metrics: dict[str, float] = {}
-    start_ms = _ms(log.start)
 
+def _times(path: Path, log: _Log, start: datetime) -> dict[str, float]:
+    """Initialisation (start to the shuffle buffer filled), total ('Training took') and the work between."""
+    metrics: dict[str, float] = {}
     if log.init_end is not None:
-        if log.init_end < log.start:
+        if log.init_end < start:
             raise SchemaError(
                 f"{path}:{log.init_line}: shuffle buffer filled before the job's start (line {log.start_line})"
             )
-        metrics["time_init_s"] = (log.init_end - log.start).total_seconds()
+        metrics["time_init_s"] = (log.init_end - start).total_seconds()
     if log.took is not None:
         metrics["time_total_s"] = log.took
         if "time_init_s" in metrics:
@@ -338,9 +327,12 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- 
                     f"{path}:{log.took_line}: 'Training took' {log.took} s is not longer than "
                     f"the initialisation ({metrics['time_init_s']:.3f} s)"
                 )
+    return metrics
 
-    metrics.update(warmup_intervals(read_text(path)))
-    # Benchmark lines: one per rank per logged step, not labelled by rank.
+
+def _bench_groups(path: Path, log: _Log, workers: int) -> tuple[dict[str, dict[int, list[_Bench]]], dict]:
+    """The benchmark lines by metric name and step, and by step: one per rank per logged step, not labelled by
+    rank; more than the ranks at a step, or one before initialisation ended, is refused."""
     groups: dict[str, dict[int, list[_Bench]]] = {name: defaultdict(list) for name in BENCH_NAMES}
     by_step: dict[int, list[_Bench]] = defaultdict(list)
     for b in log.bench:
@@ -357,21 +349,27 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- 
                 f"{path}:{b.line}: benchmark line precedes the end of initialisation "
                 f"(line {log.init_line}): is CLUSTER_UTC_OFFSET right for this log?"
             )
+    return groups, by_step
 
-    notes = []
-    averages = groups["average_examples_per_sec"]
-    if averages:
-        step = max(averages)
-        values = [b.value for b in averages[step]]
-        metrics["throughput_per_worker"] = sum(values) / len(values)
-        complete = len(values) == workers
-        metrics["throughput_total"] = sum(values) if complete else metrics["throughput_per_worker"] * workers
-        if len(values) != workers:
-            notes.append(
-                f"last logged step {step} has {len(values)} of {workers} ranks' average_examples_per_sec "
-                f"lines: per-worker throughput is their mean, total = mean x {workers}"
-            )
-    currents = groups["current_examples_per_sec"]
+
+def _average_throughput(averages: dict[int, list[_Bench]], workers: int, metrics: dict, notes: list[str]) -> None:
+    """throughput_per_worker and _total from the last logged step's average_examples_per_sec lines."""
+    if not averages:
+        return
+    step = max(averages)
+    values = [b.value for b in averages[step]]
+    metrics["throughput_per_worker"] = sum(values) / len(values)
+    complete = len(values) == workers
+    metrics["throughput_total"] = sum(values) if complete else metrics["throughput_per_worker"] * workers
+    if len(values) != workers:
+        notes.append(
+            f"last logged step {step} has {len(values)} of {workers} ranks' average_examples_per_sec "
+            f"lines: per-worker throughput is their mean, total = mean x {workers}"
+        )
+
+
+def _step_series(currents: dict, by_step: dict, workers: int, notes: list[str]) -> list[tuple[int, int, float]]:
+    """The job's throughput at each logged step (current_examples_per_sec summed over the ranks)."""
     series = []
     incomplete = []
     for step in sorted(currents):
@@ -382,54 +380,102 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:  # noqa: C901 -- 
         series.append((step, max(b.ms for b in by_step[step]), total))
     if incomplete:
         notes.append(f"step_throughput_total is mean x {workers} at steps with missing ranks: {', '.join(incomplete)}")
+    return series
+
+
+def _no_bench_note(log: _Log, model: str, workers: int) -> str:
+    """Why a log has no benchmark line."""
+    if log.took is not None:
+        per_rank, _ = steps_per_rank(model, workers, log.last_global_step, None)
+        return "no 'Benchmark metric' line in the log: the benchmark hook first logs at global step 21" + (
+            f", and each of the {workers} ranks ran only {per_rank} steps" if per_rank is not None else ""
+        )
+    return (
+        "no 'Benchmark metric' line in the log: the job ended before the first logged step "
+        f"(last global step in the log: {log.last_global_step})"
+    )
+
+
+def _finished(path: Path, log: _Log, job: tuple[int, str], last_step: int | None, start_ms: int, params: dict,
+              tags: dict[str, str]) -> int:  # fmt: skip
+    """The end (ms) of a job that logged 'Training took'; its steps in `params` and `tags`; refused if a rank did
+    not stop or a benchmark line comes after the end."""
+    assert log.took is not None  # read_log calls this only then
+    workers, model = job
+    per_rank, steps_note = steps_per_rank(model, workers, log.last_global_step, last_step)
+    if per_rank is not None:
+        params["steps"] = per_rank * workers  # the job's steps, all ranks together: images = steps x batch
+        tags["steps_per_rank"] = str(per_rank)
+    if steps_note:
+        tags["steps_note"] = steps_note
+    missing = sorted(set(range(workers)) - log.stopped)
+    if missing:
+        raise SchemaError(
+            f"{path}:{log.n_lines}: the log ends before rank(s) {_ranks(missing)} logged 'Stopping train' "
+            f"(each of the {workers} ranks does): a log cut short?"
+        )
+    end_ms = start_ms + round(log.took * 1000)
+    late = [b for b in log.bench if b.ms > end_ms]
+    if late:
+        raise SchemaError(
+            f"{path}:{late[0].line}: benchmark line comes after the end of training "
+            f"(start line {log.start_line} + 'Training took' line {log.took_line}): "
+            "is CLUSTER_UTC_OFFSET right for this log?"
+        )
+    return end_ms
+
+
+def _failed(path: Path, log: _Log, start_ms: int, tags: dict[str, str]) -> int:
+    """The end (ms: the last timestamp) of a job that did not finish, its reason in `tags`; refused when no line
+    says why it stopped."""
+    if not any(kind in TERMINAL for _, kind, _, _ in log.failures):
+        raise SchemaError(
+            f"{path}:{log.n_lines}: the log ends without 'Training took' and without a line saying why the job "
+            "stopped (Slurm, Open MPI or a Python error): a log cut short?"
+        )
+    tags["failure_reason"] = _failure_reason(path, log)
+    return log.last_ms if log.last_ms is not None else start_ms
+
+
+def read_log(path: Path, source: dict[str, str]) -> RunRecord:
+    workers, model = _job(path)
+    log = _scan(path)
+    _check_job(path, log, workers, model)
+    assert log.start is not None  # _check_job refused the others
+
+    tags = published_tags(source, f"{path}:{log.start_line}")
+    tags["log_file"] = path.name
+    if log.device_names:
+        tags["device_name"] = sorted(log.device_names)[0]
+    params: dict[str, object] = {
+        "model": model,
+        "framework": "tensorflow",
+        "api": "tf.estimator+horovod",
+        "workers": workers,
+        "device": next(iter(log.devices), DEVICE_DEFAULT),
+        "data": "cifar10",
+        "batch_per_worker": BATCH_PER_WORKER,
+        "platform": PLATFORM,
+    }
+    last_step = max((b.step for b in log.bench), default=None)
+    start_ms = _ms(log.start)
+    metrics = _times(path, log, log.start)
+    metrics.update(warmup_intervals(read_text(path)))
+    groups, by_step = _bench_groups(path, log, workers)
+    notes: list[str] = []
+    _average_throughput(groups["average_examples_per_sec"], workers, metrics, notes)
+    series = _step_series(groups["current_examples_per_sec"], by_step, workers, notes)
     if not log.bench:
-        if log.took is not None:
-            per_rank, _ = steps_per_rank(model, workers, log.last_global_step, None)
-            notes.append(
-                "no 'Benchmark metric' line in the log: the benchmark hook first logs at global step 21"
-                + (f", and each of the {workers} ranks ran only {per_rank} steps" if per_rank is not None else "")
-            )
-        else:
-            notes.append(
-                "no 'Benchmark metric' line in the log: the job ended before the first logged step "
-                f"(last global step in the log: {log.last_global_step})"
-            )
+        notes.append(_no_bench_note(log, model, workers))
     if notes:
         tags["throughput_note"] = "; ".join(notes)
     if last_step is not None:
         tags["last_benchmark_step"] = str(last_step)
 
     if log.took is not None:
-        per_rank, steps_note = steps_per_rank(model, workers, log.last_global_step, last_step)
-        if per_rank is not None:
-            params["steps"] = per_rank * workers  # the job's steps, all ranks together: images = steps x batch
-            tags["steps_per_rank"] = str(per_rank)
-        if steps_note:
-            tags["steps_note"] = steps_note
-        missing = sorted(set(range(workers)) - log.stopped)
-        if missing:
-            raise SchemaError(
-                f"{path}:{log.n_lines}: the log ends before rank(s) {_ranks(missing)} logged 'Stopping train' "
-                f"(each of the {workers} ranks does): a log cut short?"
-            )
-        status = "FINISHED"
-        end_ms = start_ms + round(log.took * 1000)
-        late = [b for b in log.bench if b.ms > end_ms]
-        if late:
-            raise SchemaError(
-                f"{path}:{late[0].line}: benchmark line comes after the end of training "
-                f"(start line {log.start_line} + 'Training took' line {log.took_line}): "
-                "is CLUSTER_UTC_OFFSET right for this log?"
-            )
+        status, end_ms = "FINISHED", _finished(path, log, (workers, model), last_step, start_ms, params, tags)
     else:
-        if not any(kind in TERMINAL for _, kind, _, _ in log.failures):
-            raise SchemaError(
-                f"{path}:{log.n_lines}: the log ends without 'Training took' and without a line saying why the job "
-                "stopped (Slurm, Open MPI or a Python error): a log cut short?"
-            )
-        status = "FAILED"
-        tags["failure_reason"] = _failure_reason(path, log)
-        end_ms = log.last_ms if log.last_ms is not None else start_ms
+        status, end_ms = "FAILED", _failed(path, log, start_ms, tags)
     return RunRecord(
         experiment=source["experiment"],
         key=path.name,
