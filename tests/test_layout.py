@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "scalestudy"
+SCRIPTS = PACKAGE.parents[1] / "scripts"
 MAX_LOOSE_MODULES = 8  # __init__.py included
 MAX_LINES = 450
 
@@ -112,7 +113,9 @@ def test_at_most_eight_loose_modules():
 
 
 def test_no_file_over_450_lines():
-    long = {str(p.relative_to(PACKAGE)): n for p in sources() if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    files = sources() + sources(SCRIPTS)  # the scripts too (scripts/recipe_checks.py was 489 lines)
+    lengths = {str(p.relative_to(PACKAGE.parents[1])): len(p.read_text().splitlines()) for p in files}
+    long = {name: n for name, n in lengths.items() if n > MAX_LINES}
     assert not long, f"files over {MAX_LINES} lines: {long}"
 
 

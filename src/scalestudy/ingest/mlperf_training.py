@@ -80,35 +80,37 @@ def _count(value: object) -> int | None:
     return int(number) if number.is_integer() and number >= 1 else None
 
 
-def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, reading: dict, copies: list[str],  # noqa: C901 -- still to split (issue 22): issue 23 landed it at the end of this branch
-           sha256: str) -> RunRecord:  # fmt: skip
-    """One run from a log's reading and its system file (see the dataset's README for each number)."""
-    values, lines, basis = reading["values"], reading["lines"], dict(reading["basis"])
-    where = f"{log}:{lines.get('run_start', 1)}"
-    system, warnings = read_system(system_path)
-    round_, submitter = entry["round"], entry["submitter"]
-    benchmark = str(values.get("submission_benchmark") or "").lower()
-    if benchmark not in ("resnet", "resnet50"):
-        raise SchemaError(f"{log}:{lines.get('submission_benchmark', 1)}: benchmark {benchmark!r}, not resnet")
+def _accelerators(entry: dict, values: dict, lines: dict, system: dict) -> tuple[int | None, str]:
+    """(accelerators, how they were counted): the system file's, or for NVIDIA's v0.5 multi-node runs the nodes that
+    logged run_clear_caches (its line noted in `lines`)."""
     accelerators, accelerators_basis = system["accelerators"], system["accelerators_basis"]
-    if round_ == "v0.5" and submitter.lower() == "nvidia" and values.get("run_clear_caches_lines", 0) > 1:
+    nvidia_v05 = entry["round"] == "v0.5" and entry["submitter"].lower() == "nvidia"
+    if nvidia_v05 and values.get("run_clear_caches_lines", 0) > 1:
         # entry.json's node count describes the cluster; the nodes that ran each logged run_clear_caches
         accelerators = values["run_clear_caches_lines"] * system["accelerators_per_node"]
         accelerators_basis = "run_clear_caches lines (nodes that ran) x GPUs per node"
         lines["accelerators"] = lines["run_clear_caches_lines"]
+    return accelerators, accelerators_basis
+
+
+def _global_batch(entry: dict, values: dict, basis: dict, accelerators: int | None) -> int | None:
+    """The global batch: the logged one where it is global_batch_size; v0.5's input_batch_size read per submitter
+    (how, in `basis`)."""
     batch_logged = _count(values.get("global_batch_logged"))
     stated = "global_batch_size" in basis.get("global_batch_logged", "")
     global_batch = batch_logged if batch_logged and stated else None
-    if round_ == "v0.5" and batch_logged:
-        kind = V05_BATCH.get(submitter.lower())
+    if entry["round"] == "v0.5" and batch_logged:
+        kind = V05_BATCH.get(entry["submitter"].lower())
         if kind == "global":
             global_batch = batch_logged
         elif kind == "per accelerator" and accelerators:
             global_batch = batch_logged * accelerators
         basis["global_batch"] = f"v0.5 input_batch_size read as the {kind} batch" if kind else "not stated"
-    samples = _count(values.get("train_samples"))
-    epochs = values.get("epochs")
-    tags = published_tags(source, f"{log}:{lines.get('run_stop', lines.get('run_start', 1))}")
+    return global_batch
+
+
+def _metrics(values: dict, lines: dict, samples: int | None, accelerators: int | None) -> tuple[dict, dict]:
+    """(metrics, the log line of each): times, throughputs over the run, the timed window and the epochs, accuracy."""
     metrics: dict[str, float] = {}
     lines_used: dict[str, int] = {}
 
@@ -118,6 +120,7 @@ def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, re
             if line_of in lines:
                 lines_used[name] = lines[line_of]
 
+    epochs = values.get("epochs")
     run_s, train_s = values.get("run_time_s"), values.get("train_time_s")
     window = values.get("train_window_epochs")
     metric("time_total_s", run_s, "run_time_s")
@@ -137,15 +140,41 @@ def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, re
     for name in ("epochs", "global_batch_logged", "train_samples", "status", "init_start_lines"):
         if name in lines:
             lines_used[name] = lines[name]
+    return metrics, lines_used
+
+
+def _batch_per_accelerator(global_batch: int | None, accelerators: int | None, basis: dict) -> int | None:
+    """The global batch over the accelerators where it divides (how, in `basis`)."""
+    per_accelerator = None
+    if global_batch and accelerators:
+        per_accelerator = global_batch // accelerators if global_batch % accelerators == 0 else None
+        basis["batch_per_worker"] = "global batch / accelerators" if per_accelerator else "does not divide: not stated"
+    return per_accelerator
+
+
+def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, reading: dict, copies: list[str],
+           sha256: str) -> RunRecord:  # fmt: skip
+    """One run from a log's reading and its system file (see the dataset's README for each number)."""
+    values, lines, basis = reading["values"], reading["lines"], dict(reading["basis"])
+    where = f"{log}:{lines.get('run_start', 1)}"
+    system, warnings = read_system(system_path)
+    round_, submitter = entry["round"], entry["submitter"]
+    benchmark = str(values.get("submission_benchmark") or "").lower()
+    if benchmark not in ("resnet", "resnet50"):
+        raise SchemaError(f"{log}:{lines.get('submission_benchmark', 1)}: benchmark {benchmark!r}, not resnet")
+    accelerators, accelerators_basis = _accelerators(entry, values, lines, system)
+    global_batch = _global_batch(entry, values, basis, accelerators)
+    samples = _count(values.get("train_samples"))
+    epochs = values.get("epochs")
+    tags = published_tags(source, f"{log}:{lines.get('run_stop', lines.get('run_start', 1))}")
+    metrics, lines_used = _metrics(values, lines, samples, accelerators)
+    run_s = values.get("run_time_s")
     status = values.get("status")
     failed = status != "success"
     if failed:
         at = f"{log.name}:{lines['status']}" if "status" in lines else f"{log.name} (end of file)"
         tags["failure_reason"] = f"{status}: the run did not reach the quality target ({at}; {basis.get('status')})"
-    per_accelerator = None
-    if global_batch and accelerators:
-        per_accelerator = global_batch // accelerators if global_batch % accelerators == 0 else None
-        basis["batch_per_worker"] = "global batch / accelerators" if per_accelerator else "does not divide: not stated"
+    per_accelerator = _batch_per_accelerator(global_batch, accelerators, basis)
     accelerator_model = system["accelerator_model"]
     tags.update(
         {

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError, canonical_model
@@ -31,67 +32,99 @@ def sniff(lines: Sequence[str]) -> bool:
     return any(line.lstrip(" \t").startswith(PREFIX + "{") for line in lines[:20])
 
 
-def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- still to split (issue 22): issue 21 was rewriting it
-    lines = lines_of(path)
+@dataclass
+class _Scan:
+    """What one pass over a DLLogger file found."""
+
     parameters: dict | None = None
-    parameter_line = 0
+    parameter_line: int = 0
     last_epoch: tuple[int, float, int, float] | None = None  # (epoch, train.total_ips, line, unix s)
     started_after: tuple[int, int] | None = None  # (epoch, line) of an iteration line after the last epoch's end
     first_ts: float | None = None
-    ended = False
+    ended: bool = False
     accuracy: tuple[float, int] | None = None
+
+
+def _entry(path: Path, number: int, text: str) -> dict:
+    """The JSON object of one `DLLL` line, with a 'type'."""
+    try:
+        entry = json.loads(text[len(PREFIX) :])
+    except ValueError as err:
+        raise SchemaError(f"{path}:{number}: DLLL line is not valid JSON (cut short?): {err.msg}") from None
+    if not isinstance(entry, dict) or "type" not in entry:
+        raise SchemaError(f"{path}:{number}: DLLL line without a 'type'")
+    return entry
+
+
+def _timestamp(entry: dict) -> float | None:
+    try:
+        return float(entry.get("timestamp"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _take_log(scan: _Scan, path: Path, number: int, step: object, data: dict, stamp: float | None) -> None:
+    """Fold one LOG line into the scan: the arguments, an epoch's end, an iteration, the run's end."""
+    if step == "PARAMETER":
+        scan.parameters, scan.parameter_line = data, number
+    elif isinstance(step, list) and len(step) == 1:  # end of an epoch
+        if THROUGHPUT in data:
+            value = data[THROUGHPUT]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise SchemaError(f"{path}:{number}: {THROUGHPUT} {value!r} is not a number")
+            scan.last_epoch = (int(step[0]), float(value), number, stamp or 0.0)
+            scan.started_after = None
+        if "val.top1" in data and isinstance(data["val.top1"], (int, float)):
+            scan.accuracy = (float(data["val.top1"]) / 100, number)
+    elif isinstance(step, list) and len(step) >= 2 and any(k.startswith("train.") for k in data):
+        if scan.last_epoch is None or int(step[0]) > scan.last_epoch[0]:
+            scan.started_after = scan.started_after or (int(step[0]), number)
+    elif step == []:
+        scan.ended = True
+
+
+def _scan(path: Path, lines: Sequence[str]) -> _Scan:
+    scan = _Scan()
     for number, text in enumerate(lines, start=1):
         text = text.lstrip(" \t")  # with or without leading blanks
         if not text.startswith(PREFIX):
             continue  # DLLogger files hold only its lines; a stdout copy may have others around them
-        try:
-            entry = json.loads(text[len(PREFIX) :])
-        except ValueError as err:
-            raise SchemaError(f"{path}:{number}: DLLL line is not valid JSON (cut short?): {err.msg}") from None
-        if not isinstance(entry, dict) or "type" not in entry:
-            raise SchemaError(f"{path}:{number}: DLLL line without a 'type'")
-        try:
-            stamp = float(entry.get("timestamp"))
-        except (TypeError, ValueError):
-            stamp = None
-        if first_ts is None and stamp is not None:
-            first_ts = stamp
-        step, data = entry.get("step"), entry.get("data") or {}
-        if entry["type"] != "LOG":
-            continue
-        if step == "PARAMETER":
-            parameters, parameter_line = data, number
-        elif isinstance(step, list) and len(step) == 1:  # end of an epoch
-            if THROUGHPUT in data:
-                value = data[THROUGHPUT]
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise SchemaError(f"{path}:{number}: {THROUGHPUT} {value!r} is not a number")
-                last_epoch = (int(step[0]), float(value), number, stamp or 0.0)
-                started_after = None
-            if "val.top1" in data and isinstance(data["val.top1"], (int, float)):
-                accuracy = (float(data["val.top1"]) / 100, number)
-        elif isinstance(step, list) and len(step) >= 2 and any(k.startswith("train.") for k in data):
-            if last_epoch is None or int(step[0]) > last_epoch[0]:
-                started_after = started_after or (int(step[0]), number)
-        elif step == []:
-            ended = True
-    if parameters is None:
+        entry = _entry(path, number, text)
+        stamp = _timestamp(entry)
+        if scan.first_ts is None and stamp is not None:
+            scan.first_ts = stamp
+        if entry["type"] == "LOG":
+            _take_log(scan, path, number, entry.get("step"), entry.get("data") or {}, stamp)
+    return scan
+
+
+def _check_complete(path: Path, lines: Sequence[str], scan: _Scan) -> None:
+    """Refuse a file with no arguments, no finished epoch, or an epoch cut short."""
+    if scan.parameters is None:
         raise SchemaError(f"{path}:1: no DLLL PARAMETER line (the run's arguments)")
-    where = f"{path}:{parameter_line}"
-    if last_epoch is None:
-        if parameters.get("evaluate"):
+    if scan.last_epoch is None:
+        if scan.parameters.get("evaluate"):
             raise SchemaError(
-                f'{where}: an evaluation-only run ("evaluate": true): it has no training throughput '
-                f"(no end-of-epoch {THROUGHPUT}) and is not imported"
+                f'{path}:{scan.parameter_line}: an evaluation-only run ("evaluate": true): it has no training '
+                f"throughput (no end-of-epoch {THROUGHPUT}) and is not imported"
             )
         raise SchemaError(f"{path}:{len(lines)}: no end-of-epoch {THROUGHPUT} line: the run stopped before its "
                           "first epoch ended, or is not a training run")  # fmt: skip
-    if started_after is not None and not ended:
+    if scan.started_after is not None and not scan.ended:
         raise SchemaError(
-            f"{path}:{len(lines)}: epoch {started_after[0]} started (line {started_after[1]}) and did not end, "
-            "and the log has no end-of-run line: a log cut short?"
+            f"{path}:{len(lines)}: epoch {scan.started_after[0]} started (line {scan.started_after[1]}) and did not "
+            "end, and the log has no end-of-run line: a log cut short?"
         )
-    epoch, value, line, stamp = last_epoch
+
+
+def parse(path: Path, options: LogOptions) -> list[RunRecord]:
+    lines = lines_of(path)
+    scan = _scan(path, lines)
+    _check_complete(path, lines, scan)
+    parameters, parameter_line, first_ts, accuracy = scan.parameters, scan.parameter_line, scan.first_ts, scan.accuracy
+    assert parameters is not None and scan.last_epoch is not None  # _check_complete refused the others
+    where = f"{path}:{parameter_line}"
+    epoch, value, line, stamp = scan.last_epoch
     model = canonical_model(str(parameters.get("arch", "")), where)
     tags: dict[str, str] = {"epochs_logged": str(epoch + 1), "throughput_epoch": str(epoch)}
     if parameters.get("amp") or parameters.get("fp16"):

@@ -231,9 +231,8 @@ def _machine(path: Path, lines: Sequence[str], log: _Log, global_batch: int) -> 
     return facts, tags, warnings
 
 
-def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- still to split (issue 22): issues 21 and 23 were rewriting it
-    lines = lines_of(path)
-    log = _scan(path, lines)
+def _benchmark(path: Path, log: _Log) -> tuple[str, str]:
+    """(the benchmark, where it is named) of a log with the lines a run needs, of a benchmark the study models."""
     end = f"{path}:{log.n_lines}"
     for key in ("submission_benchmark", "run_start", "global_batch_size", "train_samples"):
         if key not in log.values:
@@ -247,6 +246,53 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- 
             f"{where}: MLPerf benchmark {benchmark!r}: only {', '.join(BENCHMARK_MODELS)} (image classification) "
             "maps to the study's models"
         )
+    return str(benchmark), where
+
+
+def _training(path: Path, log: _Log, tags: dict[str, str]) -> tuple[int, float, int]:
+    """(epochs, seconds of training, the line of the last interval's end): the epoch_start -> epoch_stop intervals,
+    else the blocks' (which may include evaluation); which one in `tags`."""
+    if log.epochs:
+        tags["throughput_intervals"] = f"{len(log.epochs)} epoch_start -> epoch_stop intervals"
+        return len(log.epochs), sum(stop - start for start, stop, _ in log.epochs) / 1000, log.epochs[-1][2]
+    if log.blocks and all(count > 0 for *_, count, _ in log.blocks):
+        epochs = sum(count for _, _, count, _ in log.blocks)
+        training_s = sum(stop - start for start, stop, _, _ in log.blocks) / 1000
+        tags["throughput_intervals"] = f"{len(log.blocks)} block_start -> block_stop intervals (may include evaluation)"
+        return epochs, training_s, log.blocks[-1][3]
+    raise SchemaError(f"{path}:{log.n_lines}: no finished epoch (epoch_stop) or block (block_stop with epoch_count) "
+                      "in the log")  # fmt: skip
+
+
+def _optional_metrics(log: _Log, start_ms: int, metrics: dict[str, float], lines_used: dict) -> None:
+    """The initialisation time (init_start before run_start) and the last eval_accuracy, where the log has them."""
+    if "init_start" in log.first:
+        init_ms = log.first["init_start"][2]
+        if init_ms < start_ms:
+            metrics["time_init_s"] = (start_ms - init_ms) / 1000
+            lines_used["time_init_s"] = log.first["init_start"][1]
+    if "eval_accuracy" in log.values:
+        accuracy, accuracy_line, _ = log.values["eval_accuracy"]
+        if isinstance(accuracy, (int, float)) and 0 <= accuracy <= 1:
+            metrics["accuracy_test"] = float(accuracy)
+            lines_used["accuracy_test"] = accuracy_line
+
+
+def _status(path: Path, log: _Log, stop_line: int, tags: dict[str, str]) -> str:
+    """FINISHED, or FAILED (the reason in `tags`) when run_stop's status is not success."""
+    status = "FINISHED" if log.stop_status in ("success", "") else "FAILED"
+    tags["run_stop_status"] = log.stop_status or "not stated"
+    if status == "FAILED":
+        tags["failure_reason"] = (
+            f"run_stop status {log.stop_status!r}: the run did not reach its target ({path.name}:{stop_line})"
+        )
+    return status
+
+
+def parse(path: Path, options: LogOptions) -> list[RunRecord]:
+    lines = lines_of(path)
+    log = _scan(path, lines)
+    benchmark, where = _benchmark(path, log)
     _, start_line, start_ms = log.values["run_start"]
     _, stop_line, stop_ms = log.values["run_stop"]
     batch_value, batch_line, _ = log.values["global_batch_size"]
@@ -267,18 +313,7 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- 
     if global_batch % workers:
         raise SchemaError(f"{path}:{batch_line}: global_batch_size {global_batch} does not divide over {workers} GPUs")
 
-    if log.epochs:
-        epochs = len(log.epochs)
-        training_s = sum(stop - start for start, stop, _ in log.epochs) / 1000
-        tags["throughput_intervals"] = f"{epochs} epoch_start -> epoch_stop intervals"
-        train_line = log.epochs[-1][2]
-    elif log.blocks and all(count > 0 for *_, count, _ in log.blocks):
-        epochs = sum(count for _, _, count, _ in log.blocks)
-        training_s = sum(stop - start for start, stop, _, _ in log.blocks) / 1000
-        tags["throughput_intervals"] = f"{len(log.blocks)} block_start -> block_stop intervals (may include evaluation)"
-        train_line = log.blocks[-1][3]
-    else:
-        raise SchemaError(f"{end}: no finished epoch (epoch_stop) or block (block_stop with epoch_count) in the log")
+    epochs, training_s, train_line = _training(path, log, tags)
     run_s = (stop_ms - start_ms) / 1000
     if run_s <= 0 or training_s <= 0:
         raise SchemaError(f"{path}:{stop_line}: run_stop is not after run_start (line {start_line})")
@@ -289,22 +324,8 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- 
     }
     tags["training_seconds"] = f"{training_s:.3f}"
     lines_used.update({"throughput_total": train_line, "throughput_run": stop_line, "time_total_s": stop_line})
-    if "init_start" in log.first:
-        init_ms = log.first["init_start"][2]
-        if init_ms < start_ms:
-            metrics["time_init_s"] = (start_ms - init_ms) / 1000
-            lines_used["time_init_s"] = log.first["init_start"][1]
-    if "eval_accuracy" in log.values:
-        accuracy, accuracy_line, _ = log.values["eval_accuracy"]
-        if isinstance(accuracy, (int, float)) and 0 <= accuracy <= 1:
-            metrics["accuracy_test"] = float(accuracy)
-            lines_used["accuracy_test"] = accuracy_line
-    status = "FINISHED" if log.stop_status in ("success", "") else "FAILED"
-    tags["run_stop_status"] = log.stop_status or "not stated"
-    if status == "FAILED":
-        tags["failure_reason"] = (
-            f"run_stop status {log.stop_status!r}: the run did not reach its target ({path.name}:{stop_line})"
-        )
+    _optional_metrics(log, start_ms, metrics, lines_used)
+    status = _status(path, log, stop_line, tags)
     if "submission_platform" in log.values:
         tags["submission_platform"] = str(log.values["submission_platform"][0])
     if warnings:

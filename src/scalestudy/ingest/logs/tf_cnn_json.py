@@ -74,9 +74,8 @@ def _machine(config: dict) -> str | None:
     return ", ".join(parts) or None
 
 
-def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- still to split (issue 22): issue 21 was rewriting it
-    """The run of one --benchmark_log_dir folder; `path` is the folder or a file in it."""
-    folder = path if path.is_dir() else path.parent
+def _metadata(folder: Path) -> tuple[Path, Path, dict]:
+    """metric.log, benchmark.log and the run's metadata (benchmark.log's one JSON line)."""
     metric_path, bench_path = folder / "metric.log", folder / "benchmark.log"
     for needed in (metric_path, bench_path):
         if not needed.is_file():
@@ -84,18 +83,22 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- 
     bench_lines = lines_of(bench_path)
     if not bench_lines:
         raise SchemaError(f"{bench_path}:1: empty (expected the run's metadata as one JSON line)")
-    meta = _json(bench_path, 1, bench_lines[0])
-    where = f"{bench_path}:1"
+    return metric_path, bench_path, _json(bench_path, 1, bench_lines[0])
+
+
+def _run_parameters(meta: dict) -> dict[str, object]:
+    """run_parameters as name -> value (whichever of long/float/string/bool_value each item has)."""
     run_params: dict[str, object] = {}
     for item in meta.get("run_parameters") or []:
         if isinstance(item, dict) and "name" in item:
             value = next((item[k] for k in ("long_value", "float_value", "string_value", "bool_value") if k in item),
                          None)  # fmt: skip
             run_params[str(item["name"])] = value
-    model_name = meta.get("model_name") or run_params.get("model")
-    if not model_name:
-        raise SchemaError(f"{where}: no model_name in the run's metadata")
-    model = canonical_model(str(model_name), where)
+    return run_params
+
+
+def _batches(run_params: dict[str, object], where: str) -> tuple[int, int]:
+    """(the global batch, the batch per device) of a training run that is not a Horovod rank's view."""
     if str(run_params.get("mode", "training")) != "training":
         raise SchemaError(f"{where}: a '{run_params['mode']}' run: only training runs have a training throughput")
     try:
@@ -105,33 +108,31 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- 
         raise SchemaError(f"{where}: run_parameters lack a whole batch_size and batch_size_per_device") from None
     if per_device < 1 or batch % per_device:
         raise SchemaError(f"{where}: batch_size_per_device {per_device} does not divide batch_size {batch}")
-    update = run_params.get("variable_update")
-    if update == "horovod":
+    if run_params.get("variable_update") == "horovod":
         raise SchemaError(
             f"{where}: a horovod run's benchmark log holds one rank's view (its batch and its throughput), "
             "not the job's: import the ranks' text output instead"
         )
-    dataset = str((meta.get("dataset") or {}).get("name") or run_params.get("dataset") or "")
-    tags: dict[str, str] = {"batch_global": str(batch)}
-    machine_config = meta.get("machine_config") or {}
-    gpu_info = machine_config.get("gpu_info") or {}
-    machine = _machine(machine_config)
+    return batch, per_device
+
+
+def _device(meta: dict, run_params: dict[str, object], tags: dict[str, str]) -> str | None:
+    """The device the metadata names (cpu, or the GPU's model); notes the GPU count and name in `tags`."""
+    gpu_info = (meta.get("machine_config") or {}).get("gpu_info") or {}
     if gpu_info.get("count") is not None:
         tags["machine_gpus"] = str(gpu_info["count"])
     devices = str(run_params.get("devices") or "")
     if "gpu" not in devices.lower() and "cpu" in devices.lower():
-        device_from_log: str | None = "cpu"
-    elif gpu_info.get("model"):
-        device_from_log = device_name(str(gpu_info["model"]))
+        return "cpu"
+    if gpu_info.get("model"):
         tags["device_name"] = str(gpu_info["model"])
-    else:
-        device_from_log = None
-    if "tensorflow_version" in meta and isinstance(meta["tensorflow_version"], dict):
-        tags["tensorflow_version"] = str(meta["tensorflow_version"].get("version"))
-    if run_params.get("num_batches") is not None:
-        tags["num_batches"] = str(run_params["num_batches"])
+        return device_name(str(gpu_info["model"]))
+    return None
 
-    average: tuple[float, int, int] | None = None  # (value, line, ms)
+
+def _average(metric_path: Path) -> tuple[float, int, int]:
+    """(average_examples_per_sec, its line, its time in ms) of metric.log's last such entry."""
+    average: tuple[float, int, int] | None = None
     metric_lines = lines_of(metric_path)
     for number, text in enumerate(metric_lines, start=1):
         if not text.strip():
@@ -150,7 +151,31 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- 
             f"{metric_path}:{max(len(metric_lines), 1)}: no 'average_examples_per_sec' entry: the run stopped "
             "before its end (a log cut short?)"
         )
-    value, line, end_ms = average
+    return average
+
+
+def parse(path: Path, options: LogOptions) -> list[RunRecord]:
+    """The run of one --benchmark_log_dir folder; `path` is the folder or a file in it."""
+    folder = path if path.is_dir() else path.parent
+    metric_path, bench_path, meta = _metadata(folder)
+    where = f"{bench_path}:1"
+    run_params = _run_parameters(meta)
+    model_name = meta.get("model_name") or run_params.get("model")
+    if not model_name:
+        raise SchemaError(f"{where}: no model_name in the run's metadata")
+    model = canonical_model(str(model_name), where)
+    batch, per_device = _batches(run_params, where)
+    update = run_params.get("variable_update")
+    dataset = str((meta.get("dataset") or {}).get("name") or run_params.get("dataset") or "")
+    tags: dict[str, str] = {"batch_global": str(batch)}
+    machine = _machine(meta.get("machine_config") or {})
+    device_from_log = _device(meta, run_params, tags)
+    if "tensorflow_version" in meta and isinstance(meta["tensorflow_version"], dict):
+        tags["tensorflow_version"] = str(meta["tensorflow_version"].get("version"))
+    if run_params.get("num_batches") is not None:
+        tags["num_batches"] = str(run_params["num_batches"])
+
+    value, line, end_ms = _average(metric_path)
     lines = {"throughput_total": line, "model": 1, "batch_per_worker": 1, "workers": 1}
     tags.update(run_tags(options, metric_path, line, lines, FORMAT))
     tags["source_lines"] = f"throughput_total: metric.log:{line}; model, batch, workers, device: benchmark.log:1"

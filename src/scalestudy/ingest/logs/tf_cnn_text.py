@@ -158,15 +158,20 @@ def variable_update(
     return raw, tags
 
 
-def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:  # noqa: C901 -- still to split (issue 22): issue 21 was rewriting it
-    where = f"{path}:{run.start}"
+def _model(path: Path, run: _Run) -> str:
+    """The run's model, refusing a run with no 'Model:' header or one that does not train."""
     header = run.header
     if "Model" not in header:
         raise SchemaError(f"{path}:{run.end}: the run starting at line {run.start} has no 'Model:' header line")
     mode = header.get("Mode", ("training", 0))
     if "train" not in mode[0]:
         raise SchemaError(f"{path}:{mode[1]}: a '{mode[0]}' run: only training runs have a training throughput")
-    model = canonical_model(header["Model"][0], f"{path}:{header['Model'][1]}")
+    return canonical_model(header["Model"][0], f"{path}:{header['Model'][1]}")
+
+
+def _batch(path: Path, run: _Run) -> tuple[int, int, int]:
+    """(the global batch, the batch per device, the per-device line) of the 'Batch size' header."""
+    header = run.header
     if "Batch size" not in header or run.per_device is None:
         raise SchemaError(f"{path}:{run.end}: the run starting at line {run.start} has no 'Batch size: G global' / "
                           "'P per device' header")  # fmt: skip
@@ -177,19 +182,17 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
     batch_global, (per_device, per_line) = int(gm["n"]), run.per_device
     if per_device < 1 or batch_global % per_device:
         raise SchemaError(f"{path}:{per_line}: {per_device} per device does not divide the global batch {batch_global}")
-    workers = batch_global // per_device
-    raw_update = header.get("Variables", (run.args.get("variable_update") or "parameter_server", 0))[0]
-    update, tags = variable_update(raw_update, run.args, header, run.command)
-    ranks = workers if raw_update == "horovod" else 1
+    return batch_global, per_device, per_line
 
-    lines = {"model": header["Model"][1], "batch_per_worker": per_line, "workers": header["Batch size"][1]}
-    if run.totals:
-        lines["throughput_total"] = run.totals[0][2]
+
+def _outcome(path: Path, run: _Run, ranks: int, what: str, tags: dict[str, str]) -> tuple[str, dict[str, float]]:
+    """(status, metrics): the ranks' totals summed, or FAILED with the first Python error (in `tags`); a run with
+    more totals than ranks, or with too few and no error, is refused (`what`: the ranks described, for that)."""
     if len(run.totals) > ranks:
         extra = run.totals[ranks][2]
         raise SchemaError(
             f"{path}:{extra}: {len(run.totals)} 'total images/sec' lines in the run starting at line {run.start}, "
-            f"but it has {ranks} rank(s) ({workers} GPUs, variable_update {raw_update}): a run without its header?"
+            f"but it has {what}: a run without its header?"
         )
     status, metrics = "FINISHED", {}
     if len(run.totals) == ranks:
@@ -207,19 +210,25 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
         raise SchemaError(
             f"{path}:{run.end}: the run starting at line {run.start} stops with {have} and no error: a log cut short?"
         )
+    return status, metrics
 
-    dataset = header.get("Dataset")
+
+def _data_from_log(run: _Run, lines: dict[str, int]) -> str | None:
+    """synthetic or real, as the 'Dataset' header or the command line (--data_dir) says; None if neither does."""
+    dataset = run.header.get("Dataset")
     if dataset:
-        data_from_log = "synthetic" if "synthetic" in dataset[0].lower() else "real"
         lines["data"] = dataset[1]
-    elif run.command:
-        data_from_log = "real" if run.args.get("data_dir") else "synthetic"
+        return "synthetic" if "synthetic" in dataset[0].lower() else "real"
+    if run.command:
         lines["data"] = run.start
-    else:
-        data_from_log = None
-    data = param("data", data_from_log, options.data, "--data", where, tags)
+        return "real" if run.args.get("data_dir") else "synthetic"
+    return None
 
-    devices = header.get("Devices", ("", 0))[0]
+
+def _device_from_log(path: Path, options: LogOptions, run: _Run, where: str, tags: dict[str, str],
+                     lines: dict[str, int]) -> str | None:  # fmt: skip
+    """cpu, or the one GPU model the run's lines name (its full name in `tags`); None when --device is given."""
+    devices = run.header.get("Devices", ("", 0))[0]
     if options.device:
         gpu, full = None, None
     elif "cpu" in devices.lower() and "gpu" not in devices.lower():
@@ -229,6 +238,27 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
     if full:
         tags["device_name"] = full
         lines["device"] = run.gpus[full]
+    return gpu
+
+
+def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:
+    where = f"{path}:{run.start}"
+    header = run.header
+    model = _model(path, run)
+    batch_global, per_device, per_line = _batch(path, run)
+    workers = batch_global // per_device
+    raw_update = header.get("Variables", (run.args.get("variable_update") or "parameter_server", 0))[0]
+    update, tags = variable_update(raw_update, run.args, header, run.command)
+    ranks = workers if raw_update == "horovod" else 1
+
+    lines = {"model": header["Model"][1], "batch_per_worker": per_line, "workers": header["Batch size"][1]}
+    if run.totals:
+        lines["throughput_total"] = run.totals[0][2]
+    what = f"{ranks} rank(s) ({workers} GPUs, variable_update {raw_update})"
+    status, metrics = _outcome(path, run, ranks, what, tags)
+
+    data = param("data", _data_from_log(run, lines), options.data, "--data", where, tags)
+    gpu = _device_from_log(path, options, run, where, tags, lines)
     device = param("device", gpu, options.device, "--device", where, tags)
     platform = param("platform", None, options.platform, "--platform", where, tags)
     framework = param("framework", "tensorflow", options.framework, "--framework", where, tags)
