@@ -13,6 +13,7 @@ DEFAULT_STORE = Path(".mlflow") / "store.db"
 KNOWN_SCHEMA_REVISIONS = {"dc11669786a5"}  # mlflow 3.17.2
 SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "file", "databricks")
 IMPORT_STATE = "scalestudy.import"  # experiment tag: writing | complete
+IMPORT_RUNS = "scalestudy.runs"  # experiment tag: how many runs its last import left (a reader finding fewer refuses)
 CONTENT_HASH = "content_hash"  # run tag written last: a run without it is incomplete
 HTTP_TIMEOUT_S = float(os.environ.get("SCALESTUDY_HTTP_TIMEOUT", "10"))
 

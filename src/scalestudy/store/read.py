@@ -16,6 +16,7 @@ import pandas as pd
 from ..schema import NUMERIC_PARAMS
 from .address import (
     CONTENT_HASH,
+    IMPORT_RUNS,
     IMPORT_STATE,
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
@@ -25,6 +26,7 @@ from .address import (
     tracking_uri,
 )
 from .lock import store_lock
+from .seal import VALUES_HASH, changed_parts, values_digest
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,34 @@ def _interrupted(states: dict[str, str]) -> None:
         )
 
 
+def check_sealed(runs: pd.DataFrame, params: pd.DataFrame, metrics: pd.DataFrame, tags: pd.DataFrame,
+                 imported: dict[str, str]) -> None:  # fmt: skip
+    """Refuse a table holding a run whose params, latest metrics or tags no longer match its values_hash (changed
+    after it was written), or an experiment holding fewer runs than its last import left (one deleted since)."""
+    held: dict[str, tuple[dict, dict, dict]] = {run_id: ({}, {}, {}) for run_id in runs["run_id"]}
+    for frame, part in ((params, 0), (metrics, 1), (tags, 2)):
+        for run_id, key, value in zip(frame["run_id"], frame["key"], frame["value"]):
+            held[run_id][part][key] = None if part == 1 and pd.isna(value) else value
+    bad = []
+    for run_id, experiment, name in zip(runs["run_id"], runs["experiment"], runs["run_name"]):
+        p, m, t = held[run_id]
+        recorded, now = t.get(VALUES_HASH), values_digest(p, m, t)
+        if recorded != now:
+            bad.append(f"run {run_id} ({experiment}: {name}): its {', '.join(changed_parts(recorded, now))} "
+                       "changed after it was written (values_hash)")  # fmt: skip
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise StoreError(f"{bad[0]}{more}: run `make import` to repair published runs; a measured run changed "
+                         "this way is no longer the measurement: delete it and measure again")  # fmt: skip
+    counts = runs["experiment"].value_counts()
+    for experiment, n_runs in sorted(imported.items()):
+        if n_runs.isdigit() and counts.get(experiment, 0) < int(n_runs):
+            raise StoreError(
+                f"experiment {experiment} holds {counts.get(experiment, 0)} runs, its import left {n_runs}: "
+                "a run was deleted outside an import: run `make import` to restore it"
+            )
+
+
 def _read_sqlite(path: Path) -> pd.DataFrame | None:
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -78,14 +108,14 @@ def _read_sqlite(path: Path) -> pd.DataFrame | None:
             raise StoreError(f"store {path} is not an MLflow store ({err})") from None
         if revision not in KNOWN_SCHEMA_REVISIONS:
             return None  # an MLflow this reader was not checked against: use the API instead
-        states = dict(
-            con.execute(
-                "SELECT e.name, t.value FROM experiment_tags t JOIN experiments e ON e.experiment_id = t.experiment_id"
-                " WHERE t.key = ? AND e.lifecycle_stage = 'active'",
-                (IMPORT_STATE,),
-            ).fetchall()
-        )
-        _interrupted(states)
+        states: dict[str, dict[str, str]] = {IMPORT_STATE: {}, IMPORT_RUNS: {}}
+        for name, key, value in con.execute(
+            "SELECT e.name, t.key, t.value FROM experiment_tags t JOIN experiments e"
+            " ON e.experiment_id = t.experiment_id WHERE t.key IN (?, ?) AND e.lifecycle_stage = 'active'",
+            (IMPORT_STATE, IMPORT_RUNS),
+        ):
+            states[key][name] = value
+        _interrupted(states[IMPORT_STATE])
         visible = (
             "(SELECT r.run_uuid FROM runs r JOIN tags h ON h.run_uuid = r.run_uuid AND h.key = 'content_hash'"
             " WHERE r.lifecycle_stage = 'active')"
@@ -109,6 +139,7 @@ def _read_sqlite(path: Path) -> pd.DataFrame | None:
         )
     finally:
         con.close()
+    check_sealed(runs, params, metrics, tags, states[IMPORT_RUNS])
     return _tidy(runs, params, metrics, tags)
 
 
@@ -128,12 +159,14 @@ def _read_api(uri: str) -> pd.DataFrame:
         metrics += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.metrics.items()]
         tags += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.tags.items()]
     kv = ["run_id", "key", "value"]
-    return _tidy(
+    frames = (
         pd.DataFrame(rows, columns=RUN_COLUMNS),
         pd.DataFrame(params, columns=kv),
         pd.DataFrame(metrics, columns=kv),
         pd.DataFrame(tags, columns=kv),
     )
+    check_sealed(*frames, {e.name: e.tags[IMPORT_RUNS] for e in experiments.values() if IMPORT_RUNS in e.tags})
+    return _tidy(*frames)
 
 
 def reader(uri: str):

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from ..schema import RunRecord, SchemaError
 from .address import (
     CONTENT_HASH,
+    IMPORT_RUNS,
     IMPORT_STATE,
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
@@ -28,6 +29,7 @@ from .address import (
 )
 from .lock import as_store_error, store_lock
 from .read import search_all
+from .seal import VALUES_HASH, changed_parts, differences, expected_history, expected_values, values_digest
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +127,7 @@ def _wrote() -> None:
 def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) -> str:
     """Write one run; its content hash is written last, after its final status, so a run cut short by a kill
     has none and counts as incomplete."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
 
     tags = dict(rec.tags)
     tags["import_key"] = rec.key
@@ -150,7 +152,9 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
         _wrote()
     client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     _wrote()
-    client.set_tag(run_id, CONTENT_HASH, content_hash)
+    # Both hashes in one transaction, last: the seal of the values as written, and the completeness mark.
+    seal = values_digest(*expected_values(rec))
+    client.log_batch(run_id, tags=[RunTag(VALUES_HASH, seal), RunTag(CONTENT_HASH, content_hash)])
     _wrote()
     return run_id
 
@@ -167,47 +171,120 @@ def check_records(experiment: str, records: list[RunRecord]) -> None:
         seen[rec.key] = rec.where
 
 
-def sync_experiment(experiment: str, records: list[RunRecord], uri: str | None = None) -> dict[str, int]:
+def sync_experiment(
+    experiment: str, records: list[RunRecord], uri: str | None = None, notes: list[str] | None = None
+) -> dict[str, int]:
     """Make the runs of `experiment` equal to `records`: idempotent, all or nothing.
 
-    A record whose key and content hash are already there is left alone; a changed record gets a
-    new run and its old run is deleted; runs whose key no longer exists are deleted, and so are runs an
-    interrupted import left incomplete (counted as `repaired`). Every record is checked before anything is
-    written; if a write fails, the runs written so far by this call are deleted again.
+    A record whose key and content hash are already there, and whose run still holds the record's values (params,
+    latest metrics, every metric point, tags, and the values' seal), is left alone; a changed record gets a
+    new run and its old run is deleted; runs whose key no longer exists are deleted. Repaired (a new run written,
+    the old deleted; a line per run appended to `notes`): runs an interrupted import left incomplete, runs whose
+    values were changed after the import (through MLflow's UI or API), and runs deleted outside an import.
+    Every record is checked before anything is written; if a write fails, the runs written so far by this call
+    are deleted again.
     """
     uri = uri or tracking_uri()
+    notes = [] if notes is None else notes
     check_records(experiment, records)
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
         experiment = client.get_experiment(ensure_experiment(client, uri, experiment))
-        existing: dict[str, list[tuple[str, str]]] = {}
+        existing: dict[str, list] = {}
         incomplete = []
         for run in search_all(client, [experiment.experiment_id]):
-            digest = run.data.tags.get(CONTENT_HASH)
-            if digest is None or run.info.status not in ("FINISHED", "FAILED"):
+            if run.data.tags.get(CONTENT_HASH) is None or run.info.status not in ("FINISHED", "FAILED"):
                 incomplete.append(run.info.run_id)  # left by a write that was cut short
             else:
-                existing.setdefault(run.data.tags.get("import_key"), []).append((run.info.run_id, digest))
-        plan = []  # (record, its digest, the runs it replaces)
+                existing.setdefault(run.data.tags.get("import_key"), []).append(run)
+        if incomplete:
+            notes.append(f"{len(incomplete)} incomplete run(s) left by an interrupted import deleted")
+        histories = _histories(client, uri, [runs[0].info.run_id for runs in existing.values() if len(runs) == 1])
+        deleted = _deleted_keys(client, experiment.experiment_id)
+        plan, kinds = [], {"created": 0, "updated": 0, "repaired": len(incomplete)}  # plan: (record, digest, replaced)
         for rec in records:
             digest, old = rec.content_hash(), existing.pop(rec.key, [])
-            if not (len(old) == 1 and old[0][1] == digest):
-                plan.append((rec, digest, [run_id for run_id, _ in old]))
-        vanished = [run_id for runs in existing.values() for run_id, _ in runs]  # keys gone from the source
+            kind = "updated" if old else "created"
+            if len(old) == 1 and old[0].data.tags[CONTENT_HASH] == digest:
+                changed = _changed(old[0], rec, histories.get(old[0].info.run_id, []))
+                if not changed:
+                    continue
+                notes.append(f"run {old[0].info.run_id} (key {rec.key}): {'; '.join(changed)}")
+                kind = "repaired"
+            elif not old and (rec.key, digest) in deleted:
+                notes.append(f"run of key {rec.key} was deleted outside an import: written again")
+                kind = "repaired"
+            kinds[kind] += 1
+            plan.append((rec, digest, [run.info.run_id for run in old]))
+        vanished = [run.info.run_id for runs in existing.values() for run in runs]  # keys gone from the source
         counts = {
-            "created": sum(1 for _, _, old in plan if not old),
-            "updated": sum(1 for _, _, old in plan if old),
+            "created": kinds["created"],
+            "updated": kinds["updated"],
             "unchanged": len(records) - len(plan),
             "deleted": len(vanished),
-            "repaired": len(incomplete),
+            "repaired": kinds["repaired"],
         }
-        if plan or vanished or incomplete or experiment.tags.get(IMPORT_STATE) != "complete":
+        stale = experiment.tags.get(IMPORT_STATE) != "complete" or experiment.tags.get(IMPORT_RUNS) != str(len(records))
+        if plan or vanished or incomplete or stale:
             previous = experiment.tags.get(IMPORT_STATE, "complete")
-            _apply(client, experiment.experiment_id, plan, vanished + incomplete, previous)
+            _apply(client, experiment.experiment_id, plan, vanished + incomplete, previous, len(records))
     return counts
 
 
-def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str) -> None:
+def _changed(run, rec: RunRecord, history: list[tuple[str, int, float]]) -> list[str]:
+    """How a run's values differ from its record ([] when they do not): params, latest metrics and tags, every
+    metric point, and the seal the builder checks."""
+    stored = (run.data.params, run.data.metrics, run.data.tags)
+    expected = expected_values(rec)
+    changed = differences(stored, expected)
+    if not changed and history != expected_history(rec):
+        extra = sorted(set(history) - set(expected_history(rec)))
+        changed.append(f"metric history differs from the source (e.g. {extra[0][0]} at step {extra[0][1]} = "
+                       f"{extra[0][2]!r})" if extra else "metric history lacks points the source has")  # fmt: skip
+    if not changed and run.data.tags.get(VALUES_HASH) != values_digest(*expected):
+        changed.append(f"its {VALUES_HASH} tag is not the hash of its values")
+    return changed
+
+
+def _histories(client, uri: str, run_ids: list[str]) -> dict[str, list[tuple[str, int, float]]]:
+    """Every metric point of these runs, as sorted (key, step, value) per run: one query on a SQLite store."""
+    found: dict[str, list[tuple[str, int, float]]] = {run_id: [] for run_id in run_ids}
+    path = sqlite_path(uri)
+    if path is not None:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            marks = ",".join("?" * len(run_ids))
+            rows = con.execute(
+                f"SELECT run_uuid, key, step, value FROM metrics WHERE run_uuid IN ({marks})", run_ids
+            ).fetchall()
+        finally:
+            con.close()
+        for run_id, key, step, value in rows:
+            found[run_id].append((key, int(step), float(value)))
+    else:
+        for run_id in run_ids:
+            for key in client.get_run(run_id).data.metrics:
+                found[run_id] += [(key, m.step, m.value) for m in client.get_metric_history(run_id, key)]
+    return {run_id: sorted(points) for run_id, points in found.items()}
+
+
+def _deleted_keys(client, experiment_id: str) -> set[tuple[str, str]]:
+    """(import key, content hash) of this experiment's deleted runs (to tell a run deleted outside an import)."""
+    from mlflow.entities import ViewType
+
+    token, found = None, set()
+    while True:
+        page = client.search_runs([experiment_id], run_view_type=ViewType.DELETED_ONLY, max_results=10000,
+                                  page_token=token)  # fmt: skip
+        for run in page:
+            if run.data.tags.get("import_key") and run.data.tags.get(CONTENT_HASH):
+                found.add((run.data.tags["import_key"], run.data.tags[CONTENT_HASH]))
+        token = page.token
+        if not token:
+            return found
+
+
+def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str, n_runs: int) -> None:
     """Write the planned runs, then delete what they replace, with the experiment marked `writing` meanwhile: a
     reader never takes a half-changed experiment for a whole one, and a failed write leaves it as it was."""
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "writing")
@@ -225,6 +302,7 @@ def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previou
     for run_id in to_delete:
         client.delete_run(run_id)
         _wrote()
+    client.set_experiment_tag(experiment_id, IMPORT_RUNS, str(n_runs))  # a reader finding fewer: one was deleted
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "complete")
     _wrote()
 
@@ -267,12 +345,23 @@ def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | N
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
         try:
-            client.get_run(run_id)
+            run = client.get_run(run_id)
         except MlflowException:
             raise StoreError(f"run {run_id} is not in the store {uri}") from None
+        _check_seal(run)  # a run changed behind our back is not sealed again with the change in it
         now = int(time.time() * 1000)
         client.log_batch(
             run_id,
             metrics=[Metric(k, float(v), now, 0) for k, v in sorted(metrics.items())],
             tags=[RunTag(k, str(v)) for k, v in sorted((tags or {}).items())],
         )
+        run = client.get_run(run_id)
+        client.set_tag(run_id, VALUES_HASH, values_digest(run.data.params, run.data.metrics, run.data.tags))
+
+
+def _check_seal(run) -> None:
+    recorded = run.data.tags.get(VALUES_HASH)
+    now = values_digest(run.data.params, run.data.metrics, run.data.tags)
+    if recorded is not None and recorded != now:
+        changed = ", ".join(changed_parts(recorded, now))
+        raise StoreError(f"run {run.info.run_id}: its {changed} changed after it was written (not by this project)")

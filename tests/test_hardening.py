@@ -1,0 +1,101 @@
+"""Issue 25: the published numbers cannot change behind the builder's back, and every failure ends in one line.
+
+Each case runs the real programs (the importer, the builder, `python -m scalestudy.ui`'s MLflow server, a real
+lock held by another process, real signals) on real SQLite stores holding the published data."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import REPO, free_port, run_module
+from test_reliability import TF, build, ingest, one_line_error
+
+from scalestudy.store import load_runs
+
+# experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv:3 nvidia-dgx-1,P100,resnet50,synthetic,64,1,219
+RESNET_1GPU = "nvidia-dgx-1/P100/resnet50/synthetic/64/1"
+# experiments/reference/tf-benchmarks-2017/tf_benchmarks_2017.csv:2 nvidia-dgx-1,P100,inception3,synthetic,64,1,142
+INCEPTION_1GPU = "nvidia-dgx-1/P100/inception3/synthetic/64/1"
+
+
+@contextmanager
+def ui_server(uri: str, root: Path):
+    """`python -m scalestudy.ui` on the store, as a user starts it (tests/test_ui.py): its base URL; Ctrl-C after."""
+    port = free_port()
+    out = root / "ui.out"
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    with out.open("w") as handle:
+        proc = subprocess.Popen([sys.executable, "-m", "scalestudy.ui", "--port", str(port)], cwd=REPO, env=env,
+                                stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while "Ctrl-C stops the UI" not in out.read_text():
+            assert proc.poll() is None, f"python -m scalestudy.ui exited {proc.returncode}:\n{out.read_text()}"
+            assert time.monotonic() < deadline, out.read_text()
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+
+
+def rest(base_url: str, path: str, body: dict) -> int:
+    """POST to MLflow's REST API as any local process can when the UI runs without --auth."""
+    request = urllib.request.Request(f"{base_url}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"}, method="POST")  # fmt: skip
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        return resp.status
+
+
+# --------------------------------------------------------------------------------------------
+# 1. A value changed or a run deleted through the UI's REST API: refused by the builder, repaired by the import
+
+
+@pytest.mark.integration
+def test_a_number_changed_through_the_ui_is_refused_then_repaired(store_copy, tmp_path):
+    runs = load_runs(store_copy).set_index("import_key")
+    tampered, removed = runs.loc[RESNET_1GPU, "run_id"], runs.loc[INCEPTION_1GPU, "run_id"]
+    assert runs.loc[RESNET_1GPU, "throughput_total"] == 219.0
+    with ui_server(store_copy, tmp_path) as base_url:
+        now = int(time.time() * 1000)
+        metric = {"run_id": tampered, "key": "throughput_total", "value": 2190.0, "timestamp": now, "step": 1}
+        assert rest(base_url, "runs/log-metric", metric) == 200
+        assert rest(base_url, "runs/delete", {"run_id": removed}) == 200
+
+    refused = build(store_copy, tmp_path / "paper", "table-1")
+    one_line_error(refused, f"run {tampered}", "its metrics changed after it was written", "make import")
+    assert not (tmp_path / "paper" / "tables").exists()
+
+    repaired = ingest(store_copy, TF)
+    assert repaired.returncode == 0, repaired.stderr[-2000:]
+    assert f"{TF}: repaired 2 run(s)" in repaired.stdout
+    assert f"run {tampered} (key {RESNET_1GPU}): metric throughput_total was 2190.0, the source says 219.0" in (
+        repaired.stdout
+    )
+    assert f"run of key {INCEPTION_1GPU} was deleted outside an import: written again" in repaired.stdout
+    after = load_runs(store_copy).set_index("import_key")
+    assert after.loc[RESNET_1GPU, "throughput_total"] == 219.0
+    assert after.loc[INCEPTION_1GPU, "throughput_total"] == 142.0
+    assert len(after[after.experiment == TF]) == len(runs[runs.experiment == TF])
+    assert build(store_copy, tmp_path / "paper", "table-1").returncode == 0
+    again = ingest(store_copy, TF)
+    assert "0 repaired" in again.stdout and "repaired 0" not in again.stdout  # nothing left to repair
+
+
+@pytest.mark.integration
+def test_a_run_deleted_through_the_ui_is_refused_by_the_builder(store_copy, tmp_path):
+    runs = load_runs(store_copy).set_index("import_key")
+    with ui_server(store_copy, tmp_path) as base_url:
+        assert rest(base_url, "runs/delete", {"run_id": runs.loc[INCEPTION_1GPU, "run_id"]}) == 200
+    n_tf = int((runs.experiment == TF).sum())
+    one_line_error(build(store_copy, tmp_path / "paper", "figure-3"),
+                   f"experiment {TF} holds {n_tf - 1} runs, its import left {n_tf}", "make import")  # fmt: skip
