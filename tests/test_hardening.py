@@ -99,3 +99,52 @@ def test_a_run_deleted_through_the_ui_is_refused_by_the_builder(store_copy, tmp_
     n_tf = int((runs.experiment == TF).sum())
     one_line_error(build(store_copy, tmp_path / "paper", "figure-3"),
                    f"experiment {TF} holds {n_tf - 1} runs, its import left {n_tf}", "make import")  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# 2. A first import killed while MLflow creates its tables: recognised, made again; builds meanwhile say so
+
+
+def _kill_while_tables_are_made(uri: str, db: Path) -> str:
+    """Start a first import on a new store and SIGKILL it as soon as MLflow's schema stands short of its head
+    (the migrations run for about a second): returns the revision it was killed at."""
+    import sqlite3
+
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    head = _get_latest_schema_revision()
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    proc = subprocess.Popen([sys.executable, "-m", "scalestudy.ingest", "horovod-docs"], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    revision = None
+    try:
+        while proc.poll() is None and revision is None:
+            if db.exists():
+                try:
+                    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+                    row = con.execute("SELECT version_num FROM alembic_version").fetchone()
+                    con.close()
+                    revision = row[0] if row and row[0] != head else None
+                except sqlite3.Error:
+                    pass  # no such table yet, or a migration holds the database: look again
+            time.sleep(0.002)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert revision is not None, "the import finished making the tables before it could be killed"
+    return revision
+
+
+@pytest.mark.integration
+def test_a_first_import_killed_while_making_tables_is_made_again(tmp_path):
+    db = tmp_path / "store.db"
+    uri = f"sqlite:///{db}"
+    revision = _kill_while_tables_are_made(uri, db)
+    one_line_error(build(uri, tmp_path / "paper", "figure-3"), f"store {db} is half-made (schema revision {revision}",
+                   "make import")  # fmt: skip
+    again = ingest(uri, "horovod-docs")
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"store {db} was half-made (schema revision {revision}" in again.stderr
+    assert "made again" in again.stderr
+    assert "3 created" in again.stdout  # experiments/reference/horovod-docs: three stated efficiencies
+    assert len(load_runs(uri)) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -93,3 +94,36 @@ def check_server(uri: str) -> None:
             f"tracking server {uri} does not answer ({reason}) within {HTTP_TIMEOUT_S:g} s "
             "(SCALESTUDY_HTTP_TIMEOUT): start it, or set MLFLOW_TRACKING_URI to another store"
         ) from None
+
+
+def half_made(path: Path, heads: set[str] = KNOWN_SCHEMA_REVISIONS) -> str | None:
+    """Why the SQLite store at `path` is half-made, or None: a first writer killed while MLflow created its tables
+    leaves some tables and a schema revision short of the head (or none), and no run nor experiment yet. Such a
+    store holds nothing, so it may be made again; MLflow itself would fail on it ("table ... already exists")."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None  # MLflow makes an empty file's tables
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error:
+        return None
+    try:
+        tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        row = con.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
+        if row is not None and row[0] in heads:
+            return None
+        runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        named = "experiments" in tables and con.execute(
+            "SELECT count(*) FROM experiments WHERE experiment_id != 0").fetchone()[0]  # fmt: skip
+        if runs or named:
+            return None  # an older store with runs in it: not ours to remake (MLflow says how to upgrade it)
+        return f"schema revision {row[0] if row else 'none'}, {len(tables)} tables, no run"
+    except sqlite3.DatabaseError:
+        return None  # not a database at all: the reader says so
+    finally:
+        con.close()
+
+
+HALF_MADE = (
+    "store {path} is half-made ({why}): an import was stopped while MLflow created its tables; "
+    "run `make import` (python -m scalestudy.ingest), which makes it again"
+)

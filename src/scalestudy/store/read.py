@@ -16,12 +16,14 @@ import pandas as pd
 from ..schema import NUMERIC_PARAMS
 from .address import (
     CONTENT_HASH,
+    HALF_MADE,
     IMPORT_RUNS,
     IMPORT_STATE,
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
     check_server,
     check_uri,
+    half_made,
     sqlite_path,
     tracking_uri,
 )
@@ -100,6 +102,9 @@ def check_sealed(runs: pd.DataFrame, params: pd.DataFrame, metrics: pd.DataFrame
 
 
 def _read_sqlite(path: Path) -> pd.DataFrame | None:
+    why = half_made(path)
+    if why:
+        raise StoreError(HALF_MADE.format(path=path, why=why))
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         try:

@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import sqlite3
+import sys
 from itertools import zip_longest
 from pathlib import Path
 from urllib.parse import urlparse
@@ -24,6 +25,7 @@ from .address import (
     check_server,
     check_uri,
     check_writable,
+    half_made,
     sqlite_path,
     tracking_uri,
 )
@@ -39,6 +41,7 @@ def client_for(uri: str):
     path = sqlite_path(check_uri(uri))
     if path is not None:
         check_writable(path)
+        _remake_half_made(path)
     elif urlparse(uri).scheme in ("http", "https"):
         check_server(uri)
     from mlflow import MlflowClient  # imported here: costly, and only writers need it
@@ -47,6 +50,19 @@ def client_for(uri: str):
     if path is not None:
         relocate_artifacts(uri)
     return client
+
+
+def _remake_half_made(path: Path) -> None:
+    """Remove a half-made store (address.half_made: it holds nothing) so that MLflow makes it again; called by
+    writers, which hold the store's lock, so no other writer of ours is making its tables now."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    why = half_made(path, {_get_latest_schema_revision()})
+    if why:
+        for leftover in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
+        print(f"store {path} was half-made ({why}: an import stopped while MLflow created its tables); "
+              "made again", file=sys.stderr)  # fmt: skip
 
 
 def relocate_artifacts(uri: str) -> int:
