@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import REPO, free_port, run_module
+from conftest import REPO, free_port
 from test_reliability import TF, build, ingest, one_line_error
 
 from scalestudy.store import load_runs
@@ -148,3 +148,45 @@ def test_a_first_import_killed_while_making_tables_is_made_again(tmp_path):
     assert "made again" in again.stderr
     assert "3 created" in again.stdout  # experiments/reference/horovod-docs: three stated efficiencies
     assert len(load_runs(uri)) == 3
+
+
+# --------------------------------------------------------------------------------------------
+# 3. Waiting for the store's lock: said once, with the lock and its holder; a signal stops the wait at once
+
+HOLD_LOCK = """
+import sys, time
+from scalestudy.store import store_lock
+with store_lock(sys.argv[1], write=True):
+    print("holding", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_build_waiting_for_the_lock_says_so_and_stops_when_asked(published_store, tmp_path, sig):
+    uri = published_store  # only read here: the importer that holds its lock writes nothing
+    lock_file = Path(uri[len("sqlite:///") :] + ".lock")
+    env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, uri], env=env, stdout=subprocess.PIPE, text=True)
+    builder = None
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        builder = subprocess.Popen([sys.executable, "-m", "scalestudy.paper", "figure-3", f"out_dir={tmp_path}"],
+                                   cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        first = builder.stderr.readline()
+        assert first.startswith(f"waiting for the store's lock {lock_file} (held by pid {holder.pid}: python -c"), first
+        time.sleep(1.0)  # it keeps waiting, silently
+        asked = time.monotonic()
+        builder.send_signal(sig)
+        rest_of_stderr = builder.stderr.read()
+        builder.wait(timeout=30)
+        assert time.monotonic() - asked < 2.0  # at once, not after the lock's 900 s
+        assert builder.returncode in (128 + signal.SIGTERM, 130), (builder.returncode, rest_of_stderr)
+        assert "waiting" not in rest_of_stderr and "Traceback" not in rest_of_stderr
+        assert not (tmp_path / "figures" / "figure-3.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        if builder is not None and builder.poll() is None:
+            builder.kill()

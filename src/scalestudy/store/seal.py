@@ -39,11 +39,7 @@ def sealed_tags(tags: Mapping[str, str]) -> dict[str, str]:
 
 def values_digest(params: Mapping[str, object], metrics: Mapping[str, object], tags: Mapping[str, str]) -> str:
     """'params:<12 hex> metrics:<12 hex> tags:<12 hex>' of a run's params, latest metrics and tags."""
-    parts = (
-        {k: str(v) for k, v in params.items()},
-        {k: metric_text(v) for k, v in metrics.items()},
-        sealed_tags(tags),
-    )
+    parts = ({k: str(v) for k, v in params.items()}, {k: metric_text(v) for k, v in metrics.items()}, sealed_tags(tags))
     return " ".join(f"{name}:{_part(part)}" for name, part in zip(PARTS, parts))
 
 
