@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -174,13 +176,20 @@ def test_a_build_waiting_for_the_lock_says_so_and_stops_when_asked(published_sto
         assert holder.stdout.readline().strip() == "holding"
         builder = subprocess.Popen([sys.executable, "-m", "scalestudy.paper", "figure-3", f"out_dir={tmp_path}"],
                                    cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        first = builder.stderr.readline()
+        lines: queue.Queue = queue.Queue()
+        reader = threading.Thread(target=lambda: [lines.put(line) for line in builder.stderr], daemon=True)
+        reader.start()
+        try:
+            first = lines.get(timeout=90)  # the builder's start (imports) takes seconds on a busy machine
+        except queue.Empty:
+            pytest.fail("the build waited for the lock without a word for 90 s")
         assert first.startswith(f"waiting for the store's lock {lock_file} (held by pid {holder.pid}: python -c"), first
         time.sleep(1.0)  # it keeps waiting, silently
         asked = time.monotonic()
         builder.send_signal(sig)
-        rest_of_stderr = builder.stderr.read()
         builder.wait(timeout=30)
+        reader.join(timeout=10)
+        rest_of_stderr = "".join(lines.get(timeout=5) for _ in range(lines.qsize()))
         assert time.monotonic() - asked < 2.0  # at once, not after the lock's 900 s
         assert builder.returncode in (128 + signal.SIGTERM, 130), (builder.returncode, rest_of_stderr)
         assert "waiting" not in rest_of_stderr and "Traceback" not in rest_of_stderr
