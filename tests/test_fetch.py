@@ -11,6 +11,7 @@ import http.server
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,67 @@ def test_git_holds_no_third_party_raw_file():
         for raw in raw_files(read_source(folder), folder):
             assert f"experiments/reference/{folder.name}/{raw.path}" not in paths
     assert not [p for p in paths if p.endswith(".err") or "/logs/" in p]
+
+
+@pytest.fixture
+def silent_origin():
+    """A real TCP server on loopback that accepts connections and never answers (a hung download)."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # accepted, read from never, answered never
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def test_a_hung_download_fails_within_the_timeout_the_user_sets(cache, tmp_path, silent_origin, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", "")
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", "1.5")
+    folder = with_origin(tmp_path, silent_origin)
+    started = time.monotonic()
+    with pytest.raises(SchemaError, match=r"^hacksa-2019/logs/1\.err: not in the cache .* did not answer within 1\.5 s "
+                       r"\(SCALESTUDY_DOWNLOAD_TIMEOUT sets the wait\)"):  # fmt: skip
+        fetch_raw_files("hacksa-2019", listed(folder)[:1])
+    assert 1.5 <= time.monotonic() - started < 10
+    assert not (cache / "hacksa-2019" / "logs" / "1.err").exists()
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", "soon")
+    with pytest.raises(SchemaError, match=r"^SCALESTUDY_DOWNLOAD_TIMEOUT='soon' is not a number of seconds > 0"):
+        fetch_raw_files("hacksa-2019", listed(folder)[:1])
+
+
+@pytest.mark.integration  # the default wait, end to end: about 20 s
+def test_a_hung_download_fails_within_30_s_in_one_line(tmp_path, silent_origin):
+    reference = tmp_path / "reference"
+    folder = reference / "hacksa-2019"
+    folder.mkdir(parents=True)
+    for item in HACKSA.iterdir():  # the dataset's own files; its raw files only at the (silent) origin
+        if item.is_file():
+            (folder / item.name).write_bytes(item.read_bytes())
+    (folder / "source.yaml").write_text((HACKSA / "source.yaml").read_text().replace(ORIGIN, silent_origin))
+    env = {"SCALESTUDY_DATA_MIRROR": "", "SCALESTUDY_DATA_CACHE": str(tmp_path / "cache")}
+    started = time.monotonic()
+    proc = run_module("scalestudy.ingest", "--reference-dir", str(reference), "hacksa-2019",
+                      uri=f"sqlite:///{tmp_path / 'store.db'}", check=False, env=env)  # fmt: skip
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert f"{silent_origin}proj/logs/1.err did not answer within 20 s (SCALESTUDY_DOWNLOAD_TIMEOUT" in line
+    assert "nothing was written" in line and not (tmp_path / "store.db").exists()
