@@ -20,6 +20,7 @@ from conftest import REFERENCE, REPO, free_port, mirror_copy, require_raw_data, 
 from scalestudy.ingest import read_source
 from scalestudy.ingest.fetch import fetch_raw_files, raw_files
 from scalestudy.schema import SchemaError
+from scalestudy.store import load_runs
 
 HACKSA = REFERENCE / "hacksa-2019"
 ORIGIN = "https://raw.githubusercontent.com/rodarima/sa/d57a81dcd5bfa0f5f72d8d2d0fac36e34860ffff/"
@@ -292,3 +293,23 @@ def test_a_hung_download_fails_within_30_s_in_one_line(tmp_path, silent_origin):
     (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert f"{silent_origin}proj/logs/1.err did not answer within 20 s (SCALESTUDY_DOWNLOAD_TIMEOUT" in line
     assert "nothing was written" in line and not (tmp_path / "store.db").exists()
+
+
+@pytest.mark.integration  # two imports of the datasets with raw files into a real store
+def test_a_read_only_cache_reads_the_mirror_in_place_and_rewrites_nothing(tmp_path):
+    """A run's identity and hash do not depend on where its raw file was read from: the cache, or (a cache that
+    cannot be written, as in a container with a read-only home) the verified mirror copy in place."""
+    require_raw_data()
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    datasets = ("hacksa-2019", "keras-multi-gpu-2017")
+    first = run_module("scalestudy.ingest", *datasets, uri=uri, env={"SCALESTUDY_DATA_CACHE": str(tmp_path / "c")})
+    assert "0 unchanged" in first.stdout
+    blocked = tmp_path / "a-file"
+    blocked.write_text("the cache cannot be made under a file, even by root\n")
+    again = run_module("scalestudy.ingest", *datasets, uri=uri, env={"SCALESTUDY_DATA_CACHE": str(blocked / "c")})
+    lines = again.stdout.strip().splitlines()
+    assert len(lines) == 2 and all("': 0 created, 0 updated, " in line and line.endswith(" 0 deleted, 0 repaired")
+                                   for line in lines), again.stdout  # fmt: skip
+    table = load_runs(uri)
+    described = table.loc[table.experiment == "hacksa-2019", "source_line"]
+    assert len(described) == 16  # the 16 HackSA job logs (README's table)
