@@ -80,20 +80,37 @@ def check_writable(path: Path) -> None:
 
 
 def check_server(uri: str) -> None:
-    """Fail in seconds, not minutes, when nothing answers at an http(s) store."""
+    """Fail in seconds, not minutes, when nothing answers at an http(s) store, or what answers is not MLflow."""
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(HTTP_TIMEOUT_S)))
+    probe = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HTTP_TIMEOUT_S):
-            pass
-    except urllib.error.HTTPError:
-        pass  # it answers; the API calls will say more
+        with urllib.request.urlopen(probe, timeout=HTTP_TIMEOUT_S) as resp:
+            body = resp.read(1 << 20)
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return  # an MLflow server with --auth: the API calls say more, with the user's credentials
+        raise StoreError(
+            f"tracking URI {uri} answers, but not as an MLflow server (GET {probe}: HTTP {err.code}): "
+            "set MLFLOW_TRACKING_URI to the MLflow server's address"
+        ) from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise StoreError(
             f"tracking server {uri} does not answer ({reason}) within {HTTP_TIMEOUT_S:g} s "
             "(SCALESTUDY_HTTP_TIMEOUT): start it, or set MLFLOW_TRACKING_URI to another store"
         ) from None
+    try:
+        import json
+
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise StoreError(
+            f"tracking URI {uri} answers, but not as an MLflow server (GET {probe} gave no MLflow JSON): "
+            "set MLFLOW_TRACKING_URI to the MLflow server's address"
+        )
 
 
 def half_made(path: Path, heads: set[str] = KNOWN_SCHEMA_REVISIONS) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import tempfile
@@ -44,13 +45,22 @@ def _file_system(path: Path) -> str:
 
 @contextmanager
 def as_store_error(uri: str) -> Iterator[None]:
-    """Any failure of MLflow or the database while writing becomes a StoreError naming the store."""
+    """Any failure of MLflow or the database while writing becomes a StoreError naming the store (MLflow's own
+    log of it, a traceback of some 60 lines, is kept off the screen: the one line says it)."""
+    import logging
+
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.CRITICAL)
     try:
         yield
     except (StoreError, SchemaError):
         raise
     except Exception as err:
         reason = " ".join(str(err).split())[:300]
+        if "database or disk is full" in reason or getattr(err, "errno", None) == errno.ENOSPC:
+            path = sqlite_path(uri)
+            where = f"{path} (on the file system of {path.parent})" if path else uri
+            raise StoreError(f"store {where}: no space left on the device: free some space and run again (a write "
+                             "cut short is undone, or completed by the next `make import`)") from None  # fmt: skip
         raise StoreError(f"store {uri}: writing failed: {type(err).__name__}: {reason}") from err
 
 

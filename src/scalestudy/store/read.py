@@ -6,7 +6,9 @@ give the same table (tests/test_store.py)."""
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
@@ -101,7 +103,34 @@ def check_sealed(runs: pd.DataFrame, params: pd.DataFrame, metrics: pd.DataFrame
             )
 
 
+def roll_back_hot_journal(path: Path) -> None:
+    """A writer killed inside a transaction leaves its rollback journal (store.db-journal) 'hot': SQLite rolls it
+    back at the next read, which a read-only connection cannot do ("attempt to write a readonly database"). Open
+    the store writable once to let SQLite roll it back (readers hold the store's lock: no writer of ours is
+    inside a transaction now), or say in one line who can."""
+    journal = path.with_name(path.name + "-journal")
+    try:
+        if journal.stat().st_size == 0:
+            return
+    except OSError:
+        return
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        raise StoreError(
+            f"store {path}: {journal} holds a transaction a killed writer left unfinished, which this user cannot "
+            "roll back (the store is read-only here): run `make import` as a user who can write the store"
+        )
+    con = sqlite3.connect(path, timeout=60)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the first read rolls the journal back
+    except sqlite3.DatabaseError as err:
+        raise StoreError(f"store {path}: its journal {journal} could not be rolled back ({err})") from None
+    finally:
+        con.close()
+    print(f"store {path}: rolled back the transaction a killed writer left unfinished in {journal}", file=sys.stderr)
+
+
 def _read_sqlite(path: Path) -> pd.DataFrame | None:
+    roll_back_hot_journal(path)
     why = half_made(path)
     if why:
         raise StoreError(HALF_MADE.format(path=path, why=why))
