@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import REPO, free_port
+from conftest import REPO, free_port, run_module
 from test_reliability import TF, build, ingest, one_line_error
 
 from scalestudy.store import load_runs
@@ -199,3 +199,49 @@ def test_a_build_waiting_for_the_lock_says_so_and_stops_when_asked(published_sto
         holder.wait()
         if builder is not None and builder.poll() is None:
             builder.kill()
+
+
+# --------------------------------------------------------------------------------------------
+# 9. Paths that leave the store: experiment names are checked; artifacts go beside the store that holds the run
+
+
+@pytest.mark.parametrize("name", ["../../../x", "a/b", "..", ".hidden", "x/../../y", "", "tab\\there"])
+def test_an_experiment_name_that_is_a_path_is_refused(tmp_path, name):
+    from scalestudy.schema import SchemaError
+    from scalestudy.store import check_records
+
+    with pytest.raises(SchemaError, match=r"^experiment name .*without '/' or '\.\.'"):
+        check_records(name, [])
+
+
+@pytest.mark.integration
+def test_a_logs_import_into_a_path_name_is_one_line_and_writes_nothing(tmp_path):
+    from test_ingest_logs import KERAS_AZ
+
+    uri = f"sqlite:///{tmp_path / 'store' / 'store.db'}"
+    proc = run_module("scalestudy.ingest", "logs", str(KERAS_AZ), "--experiment", "../../../x", "--platform", "az",
+                      uri=uri, check=False)  # fmt: skip
+    one_line_error(proc, "experiment name '../../../x'", "nothing was written")
+    assert not (tmp_path / "store" / "store.db").exists() and not list(tmp_path.rglob("x"))
+
+
+@pytest.mark.integration
+def test_a_store_copied_under_another_name_writes_its_artifacts_beside_itself(store_copy, tmp_path):
+    from scalestudy.schema import RunRecord
+    from scalestudy.store import log_measured_run
+
+    original = Path(store_copy[len("sqlite:///") :])
+    copy = tmp_path / "copy" / "other.db"
+    copy.parent.mkdir()
+    copy.write_bytes(original.read_bytes())  # the original stays where it is, with its store-artifacts/ beside it
+    log = tmp_path / "job.log"
+    log.write_text("a measured job's log\n")
+    params = {"model": "resnet50", "framework": "tensorflow", "workers": 1, "device": "cpu", "data": "synthetic",
+              "batch_per_worker": 4, "platform": "test-box"}  # fmt: skip
+    record = RunRecord(experiment="hacksa-2019", key="copied", params=params, metrics={"throughput_total": 5.0},
+                       tags={"source": "measured"}, artifacts={"logs": str(log)}, where="test")  # fmt: skip
+    before = sorted(p for p in (original.parent / "store-artifacts").rglob("*"))
+    run_id = log_measured_run(record, f"sqlite:///{copy}")
+    written = list((copy.parent / "other-artifacts").glob(f"*/{run_id}/artifacts/logs/job.log"))
+    assert len(written) == 1 and written[0].read_text() == "a measured job's log\n"
+    assert sorted(p for p in (original.parent / "store-artifacts").rglob("*")) == before  # nothing in the original's

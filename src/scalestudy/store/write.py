@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -79,30 +80,50 @@ def relocate_artifacts(uri: str) -> int:
 
 
 def _relocate(path: Path, folder: str, new: str) -> int:
+    """Point every experiment's file:// artifact location (and its runs' artifact URIs) into `new`, the folder
+    beside the store, keeping its last component: a store moved, or copied under another file name, writes its
+    artifacts beside itself, never into the original's folder."""
     con = sqlite3.connect(path, timeout=60)
     try:
         if con.execute("SELECT version_num FROM alembic_version").fetchone()[0] not in KNOWN_SCHEMA_REVISIONS:
             return 0
         moved = []
-        for (location,) in con.execute("SELECT artifact_location FROM experiments"):
-            head, sep, _ = (location or "").rpartition(f"/{folder}/")
-            if sep and location.startswith("file://") and head + "/" + folder != new:
-                moved.append(head + "/" + folder)
-        for old in sorted(set(moved)):
-            log.warning("store %s moved: artifact locations %s -> %s", path, old, new)
-            n = len(old) + 1  # the old root and its '/'
-            with con:
-                for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
-                    con.execute(
-                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
-                        (new, n, n, old + "/"),
-                    )
+        for experiment_id, location in con.execute("SELECT experiment_id, artifact_location FROM experiments"):
+            head, _, last = (location or "").rstrip("/").rpartition("/")
+            if location and location.startswith("file://") and head != new and last:
+                moved.append((experiment_id, location.rstrip("/"), f"{new}/{last}"))
+        if moved:
+            log.warning("store %s moved: artifact locations of %d experiment(s) -> %s", path, len(moved), new)
+        with con:
+            for experiment_id, old, target in moved:
+                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                            (target, experiment_id))  # fmt: skip
+                con.execute(
+                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?)"
+                    " WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                    (target, len(old) + 1, experiment_id, len(old) + 1, old + "/"),
+                )
         return len(moved)  # experiments re-pointed
     finally:
         con.close()
 
 
+EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@,()-]{0,199}$")
+
+
+def check_experiment_name(name: str) -> str:
+    """An experiment name that is also a safe folder name (its artifacts' folder beside the store): letters,
+    digits, spaces and . _ + = @ , ( ) -, starting with a letter or digit, no path separator, no '..'."""
+    if not isinstance(name, str) or not EXPERIMENT_NAME.match(name) or ".." in name:
+        raise SchemaError(
+            f"experiment name {name!r}: use letters, digits, spaces and . _ + = @ , ( ) - only, starting with a "
+            "letter or digit, without '/' or '..' (it names the experiment's artifact folder beside the store)"
+        )
+    return name
+
+
 def ensure_experiment(client, uri: str, name: str) -> str:
+    check_experiment_name(name)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
         if exp.lifecycle_stage != "active":
@@ -177,6 +198,7 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
 
 def check_records(experiment: str, records: list[RunRecord]) -> None:
     """Everything sync_experiment checks before it writes: each record valid, in `experiment`, keys unique."""
+    check_experiment_name(experiment)
     seen: dict[str, str] = {}
     for rec in records:
         rec.validate()
