@@ -245,3 +245,37 @@ def test_a_store_copied_under_another_name_writes_its_artifacts_beside_itself(st
     written = list((copy.parent / "other-artifacts").glob(f"*/{run_id}/artifacts/logs/job.log"))
     assert len(written) == 1 and written[0].read_text() == "a measured job's log\n"
     assert sorted(p for p in (original.parent / "store-artifacts").rglob("*")) == before  # nothing in the original's
+
+
+# --------------------------------------------------------------------------------------------
+# 10. A Hydra override cannot make the builder call any function of the package
+
+
+@pytest.mark.parametrize(
+    "spec, key",
+    [
+        ({"_target_": "scalestudy.provenance.write_text", "target": "x", "text": "y"}, "derive"),
+        ({"_target_": "scalestudy.derive.scaling", "x": {"_target_": "scalestudy.provenance.write_text"}}, "derive.x"),
+        ({"_target_": "scalestudy.paper.figures.atomic_files"}, "derive"),  # imported there, defined elsewhere
+        ({"_target_": "scalestudy.paper.numbers.build_numbers"}, "derive"),  # the builder's own entry point
+        ({"_target_": "os.remove", "path": "x"}, "derive"),
+    ],
+    ids=["provenance", "nested", "imported-name", "entry-point", "stdlib"],
+)
+def test_a_target_outside_the_allowed_functions_is_refused_naming_the_key(tmp_path, spec, key):
+    from scalestudy.config import call
+
+    with pytest.raises(ValueError, match=rf"^conf/figure/f\.yaml {key}: {spec['_target_'] if key == 'derive' else ''}"):
+        call(spec, where="conf/figure/f.yaml derive")
+    assert not (REPO / "x").exists()
+
+
+@pytest.mark.integration
+def test_the_issues_override_writes_no_file(published_store, tmp_path):
+    victim = tmp_path / "written-by-an-override"
+    override = ("+figure.derive.x={_target_: scalestudy.provenance.write_text, target: " + str(victim) +
+                ", text: pwned}")  # fmt: skip
+    proc = build(published_store, tmp_path / "paper", "figure-3", override)
+    assert proc.returncode == 1 and not victim.exists()
+    (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert "conf/figure/figure-3.yaml derive.x: scalestudy.provenance.write_text: not a function" in line
