@@ -279,3 +279,40 @@ def test_the_issues_override_writes_no_file(published_store, tmp_path):
     assert proc.returncode == 1 and not victim.exists()
     (line,) = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert "conf/figure/figure-3.yaml derive.x: scalestudy.provenance.write_text: not a function" in line
+
+
+# --------------------------------------------------------------------------------------------
+# 8. With --auth: an import writes only into experiments nobody but the admin may change; READ cannot delete
+
+
+def _as(base_url: str, path: str, user: tuple[str, str], body: dict | None = None) -> tuple[int, dict]:
+    from test_ui import _api
+
+    return _api(base_url, path, user=user, body=body)
+
+
+@pytest.mark.integration
+def test_with_auth_an_import_refuses_an_experiment_a_read_user_created(empty_store, monkeypatch):
+    from scalestudy.store.write import _other_managers
+    from scalestudy.ui import ADMIN_PASSWORD_ENV, serve
+
+    admin, reader = ("admin", "a-long-admin-password"), ("reader", "another-long-password")
+    monkeypatch.setenv(ADMIN_PASSWORD_ENV, admin[1])
+    with serve(empty_store, free_port(), auth=True) as base_url:
+        assert _as(base_url, "users/create", admin, dict(zip(("username", "password"), reader)))[0] == 200
+        # She creates the name an import will use (any user may create an experiment; its creator manages it).
+        status, made = _as(base_url, "experiments/create", reader, {"name": "horovod-docs"})
+        assert status == 200
+        refused = ingest(empty_store, "horovod-docs")
+        one_line_error(refused, "experiment 'horovod-docs' may be changed by the UI user(s) reader",
+                       "nothing is written into it")  # fmt: skip
+        status, found = _as(base_url, "runs/search", admin, {"experiment_ids": [made["experiment_id"]]})
+        assert status == 200 and not found.get("runs")  # no published run landed in her experiment
+
+        assert ingest(empty_store, TF).returncode == 0  # a published experiment the import creates itself
+        runs = load_runs(empty_store)
+        tf_experiment = runs.loc[runs.experiment == TF, "experiment_id"].iloc[0]
+        assert _other_managers(empty_store, tf_experiment) == []  # the admin alone may change it
+        run_id = runs.loc[runs.experiment == TF, "run_id"].iloc[0]
+        assert _as(base_url, "runs/delete", reader, {"run_id": run_id})[0] == 403
+        assert _as(base_url, f"runs/get?run_id={run_id}", admin)[1]["run"]["info"]["lifecycle_stage"] == "active"

@@ -68,6 +68,13 @@ def artifact_root(uri: str) -> Path | None:
     return (path.parent / f"{path.stem}-artifacts").resolve()
 
 
+def auth_db(uri: str) -> Path | None:
+    """Where the MLflow UI with --auth keeps its users and permissions for a SQLite store: <store>-auth.db beside
+    it (ui.auth_config); None for any other store."""
+    path = sqlite_path(uri)
+    return None if path is None else (path.parent / f"{path.stem}-auth.db").resolve()
+
+
 def check_writable(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

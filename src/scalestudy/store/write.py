@@ -23,6 +23,7 @@ from .address import (
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
     artifact_root,
+    auth_db,
     check_server,
     check_uri,
     check_writable,
@@ -122,10 +123,40 @@ def check_experiment_name(name: str) -> str:
     return name
 
 
+def _other_managers(uri: str, experiment_id: str) -> list[str]:
+    """Users of the store's MLflow UI with --auth (its users in <store>-auth.db beside a SQLite store) who may
+    change or delete the experiment's runs (EDIT or MANAGE on it) and are neither an admin nor the importing
+    user (MLFLOW_TRACKING_USERNAME): e.g. a READ user who created the experiment's name before an import."""
+    db = auth_db(uri)
+    if db is None or not db.is_file():
+        return []
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+    try:
+        rows = con.execute(
+            "SELECT DISTINCT u.username FROM role_permissions p JOIN user_role_assignments a ON a.role_id = p.role_id"
+            " JOIN users u ON u.id = a.user_id WHERE p.resource_type = 'experiment' AND p.resource_pattern IN (?, '*')"
+            " AND p.permission IN ('EDIT', 'MANAGE') AND NOT u.is_admin",
+            (str(experiment_id),),
+        ).fetchall()
+    except sqlite3.DatabaseError as err:
+        raise StoreError(f"{db}: the UI's users cannot be read ({err}), so who owns an experiment is unknown") from None
+    finally:
+        con.close()
+    me = os.environ.get("MLFLOW_TRACKING_USERNAME")
+    return sorted(name for (name,) in rows if name != me)
+
+
 def ensure_experiment(client, uri: str, name: str) -> str:
     check_experiment_name(name)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
+        others = _other_managers(uri, exp.experiment_id)
+        if others:
+            raise StoreError(
+                f"experiment {name!r} may be changed by the UI user(s) {', '.join(others)} (EDIT or MANAGE on it), "
+                "not only by this project's admin: nothing is written into it; delete it in the UI as admin "
+                "(or revoke their permission), then import again"
+            )
         if exp.lifecycle_stage != "active":
             client.restore_experiment(exp.experiment_id)
         return exp.experiment_id
