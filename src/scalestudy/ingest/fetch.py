@@ -14,6 +14,7 @@ from the cache itself (when its SHA-256 matches), from a mirror (`SCALESTUDY_DAT
 does not match, or that none of the three has, stops the import with one line naming the file, where it was
 looked for and how to supply it. The cache is `SCALESTUDY_DATA_CACHE`, else ~/.cache/scalestudy
 ($XDG_CACHE_HOME/scalestudy where that is set); where it cannot be written, a verified mirror copy is read in place.
+A download fails after SCALESTUDY_DOWNLOAD_TIMEOUT seconds without an answer (20 by default).
 """
 
 from __future__ import annotations

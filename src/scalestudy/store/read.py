@@ -87,7 +87,10 @@ def check_sealed(runs: pd.DataFrame, params: pd.DataFrame, metrics: pd.DataFrame
     for run_id, experiment, name in zip(runs["run_id"], runs["experiment"], runs["run_name"]):
         p, m, t = held[run_id]
         recorded, now = t.get(VALUES_HASH), values_digest(p, m, t)
-        if recorded != now:
+        if recorded is None:
+            bad.append(f"run {run_id} ({experiment}: {name}) has no values_hash (written by an older version of "
+                       "this project or by another program)")  # fmt: skip
+        elif recorded != now:
             bad.append(f"run {run_id} ({experiment}: {name}): its {', '.join(changed_parts(recorded, now))} "
                        "changed after it was written (values_hash)")  # fmt: skip
     if bad:
