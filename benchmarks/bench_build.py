@@ -76,8 +76,11 @@ def bench_seal(repeat: int = 5, copies: int = 25) -> None:
     from scalestudy.store.read import check_sealed
 
     con = sqlite3.connect(f"file:{sqlite_path(tracking_uri())}?mode=ro", uri=True)
-    runs = pd.read_sql_query("SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment FROM runs r"
-                             " JOIN experiments e USING (experiment_id) WHERE r.lifecycle_stage = 'active'", con)  # fmt: skip
+    runs = pd.read_sql_query(
+        "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment FROM runs r"
+        " JOIN experiments e USING (experiment_id) WHERE r.lifecycle_stage = 'active'",
+        con,
+    )
     frames = [pd.read_sql_query(f"SELECT run_uuid AS run_id, key, value FROM {table} WHERE run_uuid IN"
                                 " (SELECT run_uuid FROM runs WHERE lifecycle_stage = 'active')", con)
               for table in ("params", "latest_metrics", "tags")]  # fmt: skip

@@ -53,9 +53,9 @@ def test_what_the_seal_leaves_out():
 
 def test_a_records_latest_values_and_history():
     # a series' latest point is MLflow's: the largest step, then timestamp, then value
+    points = [(1, 5, 7.0), (3, 4, 9.0), (3, 4, 8.0), (2, 9, 1.0)]  # (step, timestamp, value)
     rec = RunRecord(experiment="e", key="k", params={"workers": 2}, metrics={"throughput_total": 10.0},
-                    tags={"source": "measured"}, series={"step_throughput_total": [(1, 5, 7.0), (3, 4, 9.0),
-                                                                                    (3, 4, 8.0), (2, 9, 1.0)]})  # fmt: skip
+                    tags={"source": "measured"}, series={"step_throughput_total": points})  # fmt: skip
     params, latest, tags = expected_values(rec)
     assert params == {"workers": "2"}
     assert latest == {"throughput_total": 10.0, "step_throughput_total": 9.0}
