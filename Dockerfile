@@ -206,7 +206,7 @@ RUN useradd --create-home --uid 1000 --user-group --shell /bin/bash scalestudy \
  && mkdir -p /work && chown scalestudy:scalestudy /work
 COPY . /opt/scalestudy
 RUN pip install --no-cache-dir --no-deps --no-build-isolation -e /opt/scalestudy \
- && python -c 'import scalestudy.train, scalestudy.slurm' \
+ && python -c 'import scalestudy.train, scalestudy.harness.slurm' \
  && if [ -x /opt/venv-mxnet/bin/python ]; then \
       /opt/venv-mxnet/bin/python -m pip install --no-cache-dir --no-deps --no-build-isolation -e /opt/scalestudy; fi
 

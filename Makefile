@@ -90,7 +90,7 @@ system-slurm:
 system-build:
 	@command -v g++ >/dev/null && command -v cmake >/dev/null || { $(call apt_install,$(APT_BUILD)); }
 
-# Only as root: elsewhere tests/test_image.py runs with the Docker engine it finds, or says why it skips.
+# Only as root: elsewhere tests/integration/test_image_integration.py runs with the Docker engine it finds, or says why it skips.
 system-image:
 	@PATH=$$PATH:/usr/sbin; [ -x /usr/bin/docker ] && command -v dockerd >/dev/null && command -v mmdebstrap >/dev/null \
 	  || { if [ "$$(id -u)" = 0 ]; then $(call apt_install,$(APT_IMAGE)); \
@@ -171,8 +171,8 @@ run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (N = 
 	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
 
 # The models' gradient sizes, counted in Keras and Gluon (the scaling model reads the committed table).
-model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable parameters and FLOPs (src/scalestudy/model/gradient_sizes.csv)
-	$(TRAIN_PY) -m scalestudy.model sizes
+model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable parameters and FLOPs (src/scalestudy/scaling/gradient_sizes.csv)
+	$(TRAIN_PY) -m scalestudy.scaling sizes
 
 # ---------------------------------------------------------------------------------------------
 # Containers (docs/containers.md): build where the engine exists; say so, exit 3, where it does not.
@@ -185,7 +185,7 @@ image-cpu: system-image ## the CPU image scalestudy:cpu (where a Docker engine r
 # Builds the CPU image (a private dockerd when none answers, stopped afterwards) and runs it: --help, figure-3,
 # 2-rank TensorFlow and MXNet jobs into a store on the host, Singularity.def's %test, ldd, a broken lock.
 image-test: $(VENV)/.test.stamp system-image ## build the CPU image here and test it (root, or a running Docker)
-	$(PY) -m pytest -v tests/test_image.py
+	$(PY) -m pytest -v tests/integration/test_image_integration.py
 
 sif: ## the Apptainer image from Singularity.def (where apptainer runs)
 	scripts/container.sh sif
@@ -217,7 +217,7 @@ lint: $(VENV)/.test.stamp ## ruff: fix what it can, format, and list the rest
 	$(VENV)/bin/ruff format src tests benchmarks scripts
 
 test-train: $(TRAIN_VENV)/.train.stamp ## the harness tests only
-	$(TRAIN_PY) -m pytest -q tests/test_train_integration.py tests/test_launch.py tests/test_timing.py
+	$(TRAIN_PY) -m pytest -q tests/integration/test_train_integration.py tests/test_launch.py tests/test_timing.py
 
 bench-harness: $(TRAIN_VENV)/.train.stamp ## the harness against a bare Horovod loop, same model, batch and ranks
 	$(TRAIN_PY) benchmarks/bench_harness.py $(ARGS)

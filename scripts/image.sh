@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Docker side of `make image-test` (tests/test_image.py drives it; usable by hand too):
+# The Docker side of `make image-test` (tests/integration/test_image_integration.py drives it; usable by hand too):
 #
 #   scripts/image.sh daemon-start     # a private dockerd when no engine answers: prints DOCKER_HOST=... and PID=...
 #   scripts/image.sh daemon-stop PID  # stops that daemon, by its PID (never by name)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every shared library that each given extension needs resolves (ldd prints no "not found"); run inside the
-# images' build steps (Dockerfile) and by tests/test_image.py on the built image.
+# images' build steps (Dockerfile) and by tests/integration/test_image_integration.py on the built image.
 #   ldd-check.sh FILE.so...    LDD_ALLOW="libcuda.so.1 ..." names libraries that may be missing here (the
 #                              CUDA driver's, which the container runtime mounts on a GPU node);
 #                              LDD_LIBRARY_PATH=DIR:... the folders of libraries the framework has loaded

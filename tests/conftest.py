@@ -1,17 +1,16 @@
-"""Shared fixtures: a store with every published dataset imported once per test session."""
+"""Shared fixtures: a store with every published dataset imported once per test session. The helpers that tests
+import live in tests/helpers.py."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import IMAGE_FACTS, default_mirror, require_raw_data, run_module
 
-REPO = Path(__file__).resolve().parents[1]
 pytest_plugins = [
     "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
     "require_all",  # under `make test`, a skipped test fails (tests/require_all.py)
@@ -19,34 +18,8 @@ pytest_plugins = [
 ]
 
 
-REFERENCE = REPO / "experiments" / "reference"
-# Third-party raw files (the HackSA logs...) are not committed: the importers fetch them into a cache, here from
-# the mirror beside the checkout (../shared/reference, laid out as <dataset>/<path>), as the Makefile and CI do.
-# Without that mirror, the user's own cache serves as one: `make test` fills it first (its import fetches every
-# listed raw file from its URL), and it has the mirror's layout; every copy is checked by its SHA-256 either way.
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
-
-
-def _default_mirror() -> Path | None:
-    from scalestudy.ingest.fetch import cache_dir
-
-    return next((p for p in (SHARED_REFERENCE, cache_dir()) if p.is_dir()), None)
-
-
-if not os.environ.get("SCALESTUDY_DATA_MIRROR") and _default_mirror():
-    os.environ["SCALESTUDY_DATA_MIRROR"] = str(_default_mirror())
-
-
-def have_raw_data() -> bool:
-    mirror = os.environ.get("SCALESTUDY_DATA_MIRROR")
-    return bool(mirror) and Path(mirror).is_dir()
-
-
-def require_raw_data() -> None:
-    """Skip, saying why, where the third-party raw files cannot be had (no mirror; tests have no network)."""
-    if not have_raw_data():
-        mirror = os.environ.get("SCALESTUDY_DATA_MIRROR") or f"{SHARED_REFERENCE} (SCALESTUDY_DATA_MIRROR unset)"
-        pytest.skip(f"no mirror of the third-party raw files: {mirror} is absent, and the tests run without network")
+if not os.environ.get("SCALESTUDY_DATA_MIRROR") and default_mirror():
+    os.environ["SCALESTUDY_DATA_MIRROR"] = str(default_mirror())
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,21 +34,9 @@ def data_cache(tmp_path_factory):
         yield cache
 
 
-def raw_dir(name: str) -> Path:
-    """The folder holding dataset `name`'s raw files at their paths, fetched (from the mirror) and verified."""
-    from scalestudy.ingest import fetched_raw_files, read_source
-
-    require_raw_data()
-    _, source = fetched_raw_files(REFERENCE / name, read_source(REFERENCE / name))
-    return Path(source["raw_dir"])
-
-
 # A SQLite file holding the published runs imported by this same code, copied instead of importing again (set
 # by scripts/mutation_check.py only).
 PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
-
-# Lines for the end of the test log: the image's size and build time (tests/test_image.py appends them).
-IMAGE_FACTS: list[str] = []
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -83,61 +44,6 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("container image")
         for line in IMAGE_FACTS:
             terminalreporter.write_line(line)
-
-
-def dataset_copy(tmp_path: Path, name: str) -> Path:
-    """A writable copy of the published dataset folder experiments/reference/<name>, with its raw files (fetched,
-    not committed) at their paths in it: a test may edit them and parse the copy."""
-    dest = tmp_path / name
-    shutil.copytree(REFERENCE / name, dest, copy_function=shutil.copyfile)
-    from scalestudy.ingest import read_source
-    from scalestudy.ingest.fetch import raw_files
-
-    listed = raw_files(read_source(dest), dest)
-    if listed:
-        fetched = raw_dir(name)
-        for raw in listed:
-            (dest / raw.path).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(fetched / raw.path, dest / raw.path)
-    return dest
-
-
-def mirror_copy(tmp_path: Path, *datasets: str) -> Path:
-    """A mirror whose `datasets` are writable copies (to corrupt) and whose other datasets link to the real one."""
-    require_raw_data()
-    real = Path(os.environ["SCALESTUDY_DATA_MIRROR"])
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    for entry in real.iterdir():
-        if entry.name in datasets:
-            shutil.copytree(entry, mirror / entry.name, copy_function=shutil.copyfile)
-            for path in (mirror / entry.name).rglob("*"):
-                path.chmod(0o755 if path.is_dir() else 0o644)  # the shared mirror is read-only
-            (mirror / entry.name).chmod(0o755)
-        else:
-            (mirror / entry.name).symlink_to(entry)
-    return mirror
-
-
-def free_port() -> int:
-    """A TCP port on loopback that nothing listens on now."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def run_module(
-    module: str, *args: str, uri: str, cwd: Path = REPO, check: bool = True, env: dict | None = None, **popen
-) -> subprocess.CompletedProcess:
-    """Run `python -m module args` as a user would, against the store `uri` (`env`: more variables)."""
-    env = dict(os.environ, MLFLOW_TRACKING_URI=uri, **(env or {}))
-    cmd = [sys.executable, "-m", module, *args]
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, **popen)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"python -m {module} {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return proc
 
 
 @pytest.fixture(scope="session")
@@ -176,13 +82,6 @@ def published_figures(published_store, tmp_path_factory) -> dict:
     return {"dir": out / "figures", "stdout": proc.stdout, "stderr": proc.stderr}
 
 
-def sidecar(figures: dict, name: str) -> dict:
-    """The JSON sidecar of figure `name` in a `published_figures` build."""
-    import json
-
-    return json.loads((figures["dir"] / f"{name}.json").read_text())
-
-
 @pytest.fixture()
 def store_copy(published_store, tmp_path) -> str:
     """A private copy of the published store, for tests that write to it."""
@@ -210,3 +109,33 @@ def empty_store(empty_store_file, tmp_path) -> str:
     """URI of a private, empty MLflow store (a copy of `empty_store_file`) in this test's folder."""
     shutil.copyfile(empty_store_file, tmp_path / "store.db")
     return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture
+def silent_origin():
+    """A real TCP server on loopback that accepts connections and never answers (a hung download)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # accepted, read from never, answered never
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()

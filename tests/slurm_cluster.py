@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import free_port
+from helpers import free_port
 
 APT_PACKAGES = ("munge", "slurmctld", "slurmd", "slurm-client")
 PROGRAMS = {

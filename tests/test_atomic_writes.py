@@ -1,5 +1,5 @@
 """Files are written whole: to a hidden temporary name in the same folder, renamed onto the target only when
-every file of a set is complete (provenance.atomic_files), so a failing or killed writer leaves the old files."""
+every file of a set is complete (files.atomic_files), so a failing or killed writer leaves the old files."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import sys
 import pandas as pd
 import pytest
 
-from scalestudy import provenance
+from scalestudy import files
 from scalestudy.paper import figures
 
 
 def test_the_files_are_written_under_a_temporary_name_then_renamed(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "sub" / "b.txt"
     a.write_text("old a")
-    with provenance.atomic_files(a, b) as (tmp_a, tmp_b):
+    with files.atomic_files(a, b) as (tmp_a, tmp_b):
         assert tmp_a == tmp_path / f".a.json.{os.getpid()}.tmp" and tmp_b.parent == b.parent
         tmp_a.write_text("new a")
         tmp_b.write_text("new b")
@@ -31,7 +31,7 @@ def test_a_failing_block_leaves_every_target_as_it_was(tmp_path):
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("old a")
     b.write_text("old b")
-    with pytest.raises(RuntimeError), provenance.atomic_files(a, b) as (tmp_a, tmp_b):
+    with pytest.raises(RuntimeError), files.atomic_files(a, b) as (tmp_a, tmp_b):
         tmp_a.write_text("new a")
         tmp_b.write_text("new b")
         raise RuntimeError("the drawing failed")
@@ -43,7 +43,7 @@ def test_a_set_with_a_temporary_never_written_renames_none(tmp_path):
     first, second = tmp_path / "a.txt", tmp_path / "b.txt"
     first.write_text("old a")
     forgotten = pytest.raises(FileNotFoundError, match=r"b\.txt: nothing was written")
-    with forgotten, provenance.atomic_files(first, second) as (tmp_first, _):
+    with forgotten, files.atomic_files(first, second) as (tmp_first, _):
         tmp_first.write_text("new a")  # the second file of the set is forgotten
     assert first.read_text() == "old a" and not second.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]  # no temporary left behind
@@ -54,8 +54,8 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_file(tmp_path, how):
     target = tmp_path / "table.json"
     target.write_text('{"old": true}\n')
     script = (
-        "import sys; from scalestudy.provenance import write_json, exit_on_termination; exit_on_termination(); "
-        "write_json(__import__('pathlib').Path(sys.argv[1]), {'new': True})"
+        "import sys; from scalestudy.files import write_text, exit_on_termination; exit_on_termination(); "
+        "write_text(__import__('pathlib').Path(sys.argv[1]), '{\"new\": true}\\n')"
     )
     env = dict(os.environ, SCALESTUDY_SIGNAL_BEFORE_RENAME=how)
     proc = subprocess.run([sys.executable, "-c", script, str(target)], env=env, capture_output=True, text=True)
@@ -65,8 +65,8 @@ def test_a_writer_killed_before_the_rename_leaves_the_old_file(tmp_path, how):
     if how == "TERM":
         assert left == []  # SIGTERM became an exit: the temporary file was removed
     else:  # SIGKILL: the temporary file, with the dead writer's pid, stays until the next writer clears it
-        assert len(left) == 1 and provenance.TEMPORARY.match(left[0]) and left[0].startswith(".table.json.")
-        assert provenance.remove_stale_temporaries(tmp_path) == [tmp_path / left[0]]
+        assert len(left) == 1 and files.TEMPORARY.match(left[0]) and left[0].startswith(".table.json.")
+        assert files.remove_stale_temporaries(tmp_path) == [tmp_path / left[0]]
         assert [p.name for p in tmp_path.iterdir()] == ["table.json"]
 
 
@@ -107,7 +107,7 @@ def test_a_figure_whose_build_fails_while_writing_keeps_all_four_old_files(tmp_p
 
 
 SET_WRITER = (
-    "import sys; from pathlib import Path; from scalestudy.provenance import atomic_files; "
+    "import sys; from pathlib import Path; from scalestudy.files import atomic_files; "
     "folder = Path(sys.argv[1]); names = ['f.pdf', 'f.png', 'f.json', 'f.caption.tex']\n"
     "with atomic_files(*(folder / n for n in names)) as temporaries:\n"
     "    for tmp in temporaries: tmp.write_text('new ' + tmp.name.split('.')[2])\n"
@@ -126,9 +126,9 @@ def test_a_set_killed_at_any_rename_is_completed_by_the_next_writer(tmp_path, bo
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     states = [(tmp_path / n).read_text().split()[0] for n in names]
     assert states == ["new"] * (boundary - 1) + ["old"] * (len(names) - boundary + 1)  # half a set, as the issue saw
-    journals = [p.name for p in tmp_path.iterdir() if provenance.JOURNAL.match(p.name)]
+    journals = [p.name for p in tmp_path.iterdir() if files.JOURNAL.match(p.name)]
     assert len(journals) == 1 and journals[0].startswith(".f.pdf.")  # a reader can tell a set is being replaced
-    provenance.remove_stale_temporaries(tmp_path)
+    files.remove_stale_temporaries(tmp_path)
     assert [(tmp_path / n).read_text() for n in names] == [f"new {n.split('.')[1]}" for n in names]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)  # journal and temporaries gone
 
@@ -137,10 +137,10 @@ def test_sigterm_during_the_renames_waits_for_the_last(tmp_path):
     """SIGTERM arriving while a set is renamed is held until the set is whole, then exits as usual."""
     names = ["f.pdf", "f.png", "f.json", "f.caption.tex"]
     script = (
-        "import os, signal; from scalestudy import provenance; provenance.exit_on_termination(); "
+        "import os, signal; from scalestudy import files; files.exit_on_termination(); "
         "real = os.replace\n"
         "def slow(a, b):\n    os.kill(os.getpid(), signal.SIGTERM); real(a, b)\n"
-        "provenance.os.replace = slow\n" + SET_WRITER
+        "files.os.replace = slow\n" + SET_WRITER
     )
     proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
     assert proc.returncode == 128 + signal.SIGTERM, proc.stderr

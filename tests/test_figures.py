@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import yaml
-from conftest import REPO, run_module
+from helpers import REPO, run_module
 
 from scalestudy.store import load_runs
 

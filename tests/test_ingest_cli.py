@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import mirror_copy, require_raw_data
+from helpers import mirror_copy, require_raw_data
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.store import artifact_root, load_runs, load_series

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from conftest import REFERENCE, dataset_copy, raw_dir
+from helpers import REFERENCE, dataset_copy, raw_dir
 
 from scalestudy.ingest import hacksa
 from scalestudy.schema import METRICS, SERIES, SchemaError

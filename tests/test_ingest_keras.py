@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REFERENCE, dataset_copy
+from helpers import REFERENCE, dataset_copy
 
 from scalestudy.ingest import keras_backends
 from scalestudy.schema import METRICS, SchemaError

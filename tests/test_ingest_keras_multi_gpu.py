@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import REFERENCE, dataset_copy, require_raw_data, run_module
+from helpers import REFERENCE, dataset_copy, require_raw_data, run_module
 
 from scalestudy import derive
 from scalestudy.ingest import keras_multi_gpu
@@ -169,23 +169,3 @@ def test_a_bad_row_stops_the_import_naming_its_line(tmp_path):
 def test_the_dataset_is_what_figure_8_and_table_5_import():
     proc = run_module("scalestudy.ingest", "--list", "--for", "figure-8", "table-5", uri="sqlite:///unused.db")
     assert proc.stdout.split() == [DATASET]
-
-
-@pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
-def test_import_is_idempotent_and_describes_the_experiment(tmp_path):
-    require_raw_data()
-    store = f"sqlite:///{tmp_path / 'store.db'}"
-    first = run_module("scalestudy.ingest", DATASET, uri=store)
-    assert "152 runs" in first.stdout and "152 created" in first.stdout
-    again = run_module("scalestudy.ingest", DATASET, uri=store)
-    assert "0 created, 0 updated, 152 unchanged, 0 deleted" in again.stdout
-    from scalestudy.store import load_runs
-
-    runs = load_runs(store)
-    assert runs.groupby("record").size().to_dict() == {"log": 46, "table": 106}
-    assert (runs["citation"].str.startswith("rossumai/keras-multi-gpu")).all()
-    assert (
-        runs["source_url"]
-        .eq("https://github.com/rossumai/keras-multi-gpu/tree/07776a8d74a69cd0c96241d74af5756e498eba74")
-        .all()
-    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import dataset_copy
+from helpers import dataset_copy
 
 from scalestudy.ingest import registry
 from scalestudy.ingest.malik import read

@@ -4,7 +4,7 @@ it parses with the importers' CSV reader, and its numbers are checked against th
 from __future__ import annotations
 
 import pytest
-from conftest import REFERENCE
+from helpers import REFERENCE
 
 from scalestudy.ingest import csv_rows
 

@@ -7,7 +7,7 @@ import time
 import pytest
 from omegaconf import OmegaConf
 
-from scalestudy import launch
+from scalestudy.harness import launch
 
 
 def config(**over):
@@ -17,7 +17,7 @@ def config(**over):
             "device": "cpu",
             "timeout_s": 60,
             "threads_per_rank": None,
-            "framework": {"runner": {"_target_": "scalestudy.runners.tensorflow.train"}},
+            "framework": {"runner": {"_target_": "scalestudy.harness.runners.tensorflow.train"}},
             "cluster": {
                 "launcher": "horovodrun",
                 "hosts": "localhost:2",
@@ -45,7 +45,7 @@ def test_launcher_command_is_horovodrun_over_gloo(monkeypatch, tmp_path):
         "--verbose",
         sys.executable,
         "-m",
-        "scalestudy.runners",
+        "scalestudy.harness.runners",
         str(tmp_path / "config.yaml"),
     ]
     one = launch.launcher_command(config(workers=1, cluster={"hosts": "localhost:1"}), tmp_path / "c.yaml", tmp_path)
@@ -165,7 +165,7 @@ def test_profile_timeline_points_horovod_at_the_job_folder(tmp_path):
 )
 def test_profile_settings_that_cannot_work_are_refused(overrides, key):
     from scalestudy.config import compose
-    from scalestudy.train import check_config
+    from scalestudy.harness.job_config import check_config
 
     with pytest.raises(ValueError, match=key):
         check_config(compose("train", overrides))

@@ -4,7 +4,7 @@ in its file (else `make mutation-check` would stop on it), and the two lists cov
 import importlib.util
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 spec = importlib.util.spec_from_file_location("mutation_check", REPO / "scripts" / "mutation_check.py")
 mutation_check = importlib.util.module_from_spec(spec)

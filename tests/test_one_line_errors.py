@@ -1,41 +1,44 @@
 """Issue 25, case 7: every command fails through the project's error handler (src/scalestudy/cli.py): one line
-naming the file or the argument, exit 2, no traceback. Each case once printed a traceback or a wrong number."""
+naming the file or the argument, exit 2, no traceback. Each case once printed a traceback or a wrong number.
+The cases with a running server, a full disk or a real store: tests/integration/test_one_line_errors_integration.py."""
 
 from __future__ import annotations
 
-import http.server
-import json
-import os
-import socket
-import threading
-import time
-from pathlib import Path
-
 import pytest
-from conftest import free_port, run_module
+from helpers import run_module
 from test_profile import PROFILES, TIMELINE, needs_profiles
 from test_reliability import one_line_error
+
+from scalestudy.profile import ProfileError, summarize
 
 # ----------------------------------------------------------------------------------------------
 # profile summarize on a timeline with garbage events
 
+GARBAGE = [
+    ('"ts": 1410488746885,', '"ts": "soon",', "event 2 ('i' 'CYCLE_START'): ts 'soon' is not a finite number"),
+    ('"ts": 1410488746885,', '"ts": 1e400,', "event 2 ('i' 'CYCLE_START'): ts inf is not a finite number"),
+    ('"ts": 1410488746885, "s": "g"}', '"ts": 1410488746885, "s": "g", "pid": [1]}',
+     "event 2 ('i' 'CYCLE_START'): pid [1] is not a whole number"),
+]  # fmt: skip
+
 
 @needs_profiles
-@pytest.mark.parametrize(
-    "old, new, expected",
-    [
-        ('"ts": 1410488746885,', '"ts": "soon",', "event 2 ('i' 'CYCLE_START'): ts 'soon' is not a finite number"),
-        ('"ts": 1410488746885,', '"ts": 1e400,', "event 2 ('i' 'CYCLE_START'): ts inf is not a finite number"),
-        ('"ts": 1410488746885, "s": "g"}', '"ts": 1410488746885, "s": "g", "pid": [1]}',
-         "event 2 ('i' 'CYCLE_START'): pid [1] is not a whole number"),
-    ],
-    ids=["string-ts", "ts-1e400", "list-pid"],
-)  # fmt: skip
-def test_a_timeline_with_a_garbage_event_is_one_line_naming_it(tmp_path, old, new, expected):
+@pytest.mark.parametrize("old, new, expected", GARBAGE, ids=["string-ts", "ts-1e400", "list-pid"])
+def test_a_timeline_with_a_garbage_event_is_refused_naming_it(tmp_path, old, new, expected):
     text = (PROFILES / TIMELINE).read_text()
     assert text.count(old) == 1  # the second event of the real timeline (its line 3)
     bad = tmp_path / "timeline.json"
     bad.write_text(text.replace(old, new))
+    with pytest.raises(ProfileError) as refused:
+        summarize(bad)
+    assert str(refused.value).startswith(f"{bad}: {expected}")
+
+
+@needs_profiles
+def test_the_profile_command_says_it_in_one_line(tmp_path):
+    old, new, expected = GARBAGE[1]
+    bad = tmp_path / "timeline.json"
+    bad.write_text((PROFILES / TIMELINE).read_text().replace(old, new))
     proc = run_module("scalestudy.profile", "summarize", str(bad), uri="sqlite:///unused.db", check=False)
     one_line_error(proc, f"error: {bad}: {expected}")
     assert "span inf" not in proc.stdout
@@ -53,117 +56,21 @@ def test_a_timeline_with_a_garbage_event_is_one_line_naming_it(tmp_path, old, ne
         ("workers=abc", "argument workers is 'abc', not a whole number"),
         ("workers=2.5", "argument workers is 2.5, not a whole number >= 1"),
         ("throughput_1gpu=-5", "argument throughput_1gpu (images/s) is -5, outside (0, inf)"),
+        ("gpus_per_node=0", "argument gpus_per_node is 0, not a whole number >= 1"),
     ],
 )
-def test_model_predict_refuses_a_bad_argument_naming_it(tmp_path, argument, expected):
+def test_model_predict_refuses_a_bad_argument_naming_it(argument, expected):
+    from scalestudy.scaling.command_line import load_settings
+    from scalestudy.schema import SchemaError
+
+    with pytest.raises(SchemaError) as refused:
+        load_settings(["model=vgg16", argument])
+    assert str(refused.value) == expected
+
+
+def test_the_model_command_says_it_in_one_line(tmp_path):
     """Checked before the store is read (this store does not exist)."""
-    proc = run_module("scalestudy.model", "predict", "model=vgg16", argument,
+    proc = run_module("scalestudy.scaling", "predict", "model=vgg16", "workers=2.5",
                       uri=f"sqlite:///{tmp_path / 'none.db'}", check=False)  # fmt: skip
-    one_line_error(proc, f"error: {expected}")
+    one_line_error(proc, "error: argument workers is 2.5, not a whole number >= 1")
     assert proc.stdout == ""
-
-
-# ----------------------------------------------------------------------------------------------
-# a tracking URI that is a web server but not MLflow; a server that accepts and never answers
-
-
-@pytest.fixture
-def web_server(tmp_path):
-    """A real HTTP server on loopback serving a folder: it answers, but it is not MLflow."""
-    import functools
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(tmp_path)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.mark.parametrize("module, args", [("scalestudy.paper", ["table-1"]), ("scalestudy.model", ["predict"]),
-                                          ("scalestudy.ingest", ["horovod-docs"])])  # fmt: skip
-def test_a_web_server_that_is_not_mlflow_is_one_line(web_server, tmp_path, module, args):
-    extra = [f"out_dir={tmp_path}"] if module == "scalestudy.paper" else []
-    proc = run_module(module, *args, *extra, uri=web_server, check=False)
-    one_line_error(proc, f"tracking URI {web_server} answers, but not as an MLflow server", "HTTP 404")
-
-
-def test_a_hung_server_is_one_line_in_bounded_time(tmp_path):
-    with socket.socket() as silent:  # accepts (the kernel's backlog) and never answers
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(8)
-        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        started = time.monotonic()
-        proc = run_module("scalestudy.model", "predict", uri=uri, check=False, env={"SCALESTUDY_HTTP_TIMEOUT": "2"})
-        assert time.monotonic() - started < 20
-    one_line_error(proc, f"tracking server {uri} does not answer", "within 2 s (SCALESTUDY_HTTP_TIMEOUT)")
-
-
-def test_nothing_listening_is_one_line(tmp_path):
-    uri = f"http://127.0.0.1:{free_port()}"
-    one_line_error(run_module("scalestudy.model", "predict", uri=uri, check=False), f"tracking server {uri}")
-
-
-# ----------------------------------------------------------------------------------------------
-# a full disk under the store; a leftover SQLite journal
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 2 MiB tmpfs mounted here (as root: the full disk is a real ENOSPC, not RLIMIT_FSIZE's EFBIG)."""
-    import subprocess
-
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=True)
-
-
-@pytest.mark.integration
-def test_a_full_disk_under_the_store_is_one_line_naming_it(small_disk):
-    store = small_disk / "store.db"
-    uri = f"sqlite:///{store}"
-    run_module("scalestudy.ingest", "horovod-docs", uri=uri)  # the store's tables fit; then the disk fills up
-    free = os.statvfs(small_disk)
-    (small_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - 16 * 1024))
-    proc = run_module("scalestudy.ingest", "tf-benchmarks-2017", uri=uri, check=False)
-    line = one_line_error(proc, f"store {store} (on the file system of {small_disk}): no space left on the device")
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # no MLflow log of the error before it
-    assert "[Errno 28]" not in line
-    (small_disk / "filler").unlink()
-    assert run_module("scalestudy.ingest", "tf-benchmarks-2017", uri=uri).returncode == 0  # space again: it imports
-
-
-HOT_JOURNAL = """
-import os, sqlite3, sys
-con = sqlite3.connect(sys.argv[1], isolation_level=None)
-con.execute("PRAGMA cache_size=1")  # pages spill to the file inside the transaction: the journal is needed
-con.execute("BEGIN")
-con.execute("UPDATE tags SET value = value || ' changed'")
-os._exit(0)  # killed inside the transaction: its rollback journal stays beside the store, hot
-"""
-
-
-@pytest.mark.integration
-def test_a_leftover_journal_is_rolled_back_not_taken_for_a_foreign_file(store_copy, tmp_path):
-    import subprocess
-    import sys
-
-    store = Path(store_copy[len("sqlite:///") :])
-    subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(store)], check=True)
-    journal = store.with_name("store.db-journal")
-    assert journal.stat().st_size > 0
-    proc = run_module("scalestudy.paper", "table-1", f"out_dir={tmp_path / 'paper'}", uri=store_copy, check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert f"store {store}: rolled back the transaction a killed writer left unfinished in {journal}" in proc.stderr
-    assert not journal.exists() or journal.stat().st_size == 0
-    table = json.loads((tmp_path / "paper" / "tables" / "table-1.json").read_text())
-    assert " changed" not in json.dumps(table)  # the half-done update was undone, not kept

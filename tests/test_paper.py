@@ -4,24 +4,14 @@ store: import -> `python -m scalestudy.paper all` -> latexmk -> the PDF's text s
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import unicodedata
 from pathlib import Path
 
-import pytest
 import yaml
-from conftest import REPO, run_module
+from helpers import REPO
 
 MAIN = REPO / "paper" / "main.tex"
 FIGURES = sorted((REPO / "conf" / "figure").glob("figure-*.yaml"), key=lambda p: int(p.stem.split("-")[1]))
 TABLES = sorted((REPO / "conf" / "table").glob("table-*.yaml"), key=lambda p: int(p.stem.split("-")[1]))
-
-
-def squeeze(text: str) -> str:
-    """Text for comparing across line breaks, hyphenation, ligatures and LaTeX markup: letters and digits only."""
-    text = unicodedata.normalize("NFKC", text)
-    return re.sub(r"[^0-9a-z]", "", text.lower())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -126,66 +116,6 @@ def test_main_tex_has_every_figure_and_table():
         assert f"\\tablefile{{{path.stem}}}" in tex, path.stem
 
 
-@pytest.fixture(scope="module")
-def built(published_store, tmp_path_factory) -> Path:
-    """Every figure, table and number built from a fresh store of the published runs, then the paper (latexmk)."""
-    if not shutil.which("latexmk") or not shutil.which("pdftotext"):
-        pytest.fail("latexmk and pdftotext are needed (make test installs latexmk, texlive-*, poppler-utils)")
-    paper = tmp_path_factory.mktemp("paper")
-    proc = run_module("scalestudy.paper", "all", f"out_dir={paper}", uri=published_store, check=False)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    shutil.copy(MAIN, paper / "main.tex")  # the build's out_dir is the paper's folder: the repo's stays as it is
-    shutil.copytree(MAIN.parent / "sections", paper / "sections")
-    latex = subprocess.run(
-        ["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-cd", str(paper / "main.tex")],
-        capture_output=True,
-        text=True,
-    )
-    log = (paper / "main.log").read_text(errors="replace") if (paper / "main.log").exists() else ""
-    assert latex.returncode == 0, latex.stdout[-2000:] + log[-3000:]
-    return paper
-
-
-def pdf_text(paper: Path) -> str:
-    return subprocess.run(
-        ["pdftotext", "-enc", "UTF-8", str(paper / "main.pdf"), "-"], capture_output=True, text=True, check=True
-    ).stdout
-
-
-@pytest.mark.integration
-def test_the_paper_builds_from_a_fresh_store(built):
-    for spec in map(lambda p: yaml.safe_load(p.read_text()), FIGURES):
-        if spec["runs"].get("published"):  # a figure of runs measured here (figure 9) is drawn after make run-figure-9
-            assert (built / "figures" / f"{spec['name']}.pdf").is_file(), f"{spec['name']} was not built"
-            assert (built / "figures" / f"{spec['name']}.json").is_file()
-    for path in TABLES:
-        tex = (built / "tables" / f"{path.stem}.tex").read_text()
-        assert tex.startswith("%") and f"make {path.stem}" in tex.splitlines()[1]
-        assert (built / "tables" / f"{path.stem}.json").is_file()
-
-    info = subprocess.run(["pdfinfo", str(built / "main.pdf")], capture_output=True, text=True, check=True).stdout
-    pages = int(re.search(r"^Pages:\s+(\d+)", info, flags=re.MULTILINE).group(1))
-    assert pages >= 10
-    text = pdf_text(built)
-    flat = squeeze(text)
-    title = re.search(r"\\title\{(.*?)\}\n", MAIN.read_text(), flags=re.S).group(1).replace("\\\\", " ")
-    assert squeeze(title) in flat and "Horovod" not in title  # the title says what the data are
-    for path in FIGURES:
-        spec = yaml.safe_load(path.read_text())
-        if spec["runs"].get("published"):
-            n = spec["name"].split("-")[1]
-            assert squeeze(f"Figure {n}: {spec['title']}") in flat, f"caption of {spec['name']} not in the PDF"
-    for path in TABLES:
-        n = path.stem.split("-")[1]
-        assert re.search(rf"Table {n}:", text), f"table {n} has no caption in the PDF"
-    assert "not built yet" not in text
-    assert "??" not in text  # no undefined reference, no \\modelnum without a value
-    assert "failed: Horovod stall; Slurm time limit" in text
-    assert not re.search(r"\bnan\b", text, flags=re.IGNORECASE)
-    for section in ("Discussion", "Threats to validity", "Conclusion"):
-        assert re.search(rf"^\f?\d+\s+{section}$", text, flags=re.MULTILINE), section
-
-
 def latex_log_problems(log: str) -> list[str]:
     """The lines of a LaTeX log that say something is wrong: overfull boxes, undefined or multiply defined
     references and citations, undefined control sequences. TeX wraps its log at 79 characters, so a warning is
@@ -217,12 +147,6 @@ def test_the_latex_log_check_finds_what_latex_writes():
     assert latex_log_problems("LaTeX Font Info:    External font `lmex10' loaded for size\n") == []
 
 
-@pytest.mark.integration
-def test_the_latex_log_has_no_overfull_box_or_undefined_reference(built):
-    log = (built / "main.log").read_text(errors="replace")
-    assert latex_log_problems(log) == []
-
-
 def pdf_chars(path: Path):
     """(page number, character) for every character pdfminer finds in the PDF at `path`."""
     from pdfminer.high_level import extract_pages
@@ -245,19 +169,6 @@ def glyph_size(char) -> float:
     rotated by 90 degrees (y-axis labels) is the glyph's width; the box's other side is the font size there."""
     a, b = char.matrix[:2]
     return char.width if abs(a) < abs(b) else char.height
-
-
-@pytest.mark.integration
-def test_no_text_in_the_pdf_is_below_6_pt(built):
-    small, in_figures = [], 0
-    for number, char in pdf_chars(built / "main.pdf"):
-        if not char.get_text().strip():
-            continue
-        in_figures += "DejaVu" in char.fontname  # matplotlib's font: the figures' text is text, measured too
-        if glyph_size(char) < 5.95:
-            small.append(f"page {number}: {char.get_text()!r} {glyph_size(char):.1f} pt ({char.fontname})")
-    assert in_figures > 1000, "the figures' text was not found in the PDF (drawn as paths?)"
-    assert not small, small[:20]
 
 
 def test_the_font_size_reader_on_a_figure_with_known_sizes(tmp_path):

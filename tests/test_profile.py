@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from helpers import REPO
 
 from scalestudy.profile import ProfileError, parse_window, summarize
 from scalestudy.profile.gpu import short_name
@@ -300,21 +300,6 @@ def test_good_files_are_summarized_beside_a_bad_one(tmp_path):
     assert proc.returncode == 2
     assert "FillPhiloxRandomKernelLaunch" in proc.stdout
     assert f"{bad}: empty file" in proc.stderr
-
-
-@needs_profiles
-@pytest.mark.integration  # end to end through the CLI and a real store: make test runs it
-def test_summary_logged_on_a_run(store_copy):
-    from scalestudy.store import load_runs
-
-    run_id = load_runs(store_copy).query("experiment == 'horovod-docs'")["run_id"].iloc[0]
-    proc = _cli(PROFILES / NSYS_NEW, "--run", run_id, store=store_copy)
-    assert proc.returncode == 0, proc.stderr
-    run = load_runs(store_copy).set_index("run_id").loc[run_id]
-    assert run["profile_nccl_ms"] == pytest.approx(25.402, abs=5e-4)
-    assert run["profile_kernels"] == 4010
-    missing = _cli(PROFILES / NSYS_NEW, "--run", "0" * 32, store=store_copy)
-    assert missing.returncode == 2 and "is not in the store" in missing.stderr
 
 
 def test_profile_files_are_never_copied_into_the_repository():

@@ -420,7 +420,7 @@ def keras_runs() -> pd.DataFrame:
 
 
 def test_keras_blocks_rows_and_columns():
-    data = tables.keras_backends(keras_runs(), **compute_args(config("table-2")))
+    data = tables.backend_comparison(keras_runs(), **compute_args(config("table-2")))
     assert data["workers"] == [1, 8, 16]
     order = [(b["model"], b["protocol"], b["framework"]) for b in data["blocks"]]
     assert order == [
@@ -511,7 +511,7 @@ def hacksa_runs() -> pd.DataFrame:
 
 
 def test_hacksa_numbers_by_hand():
-    data = tables.hacksa(hacksa_runs(), **compute_args(config("table-3")))
+    data = tables.runs_with_speedups(hacksa_runs(), **compute_args(config("table-3")))
     blocks = {b["model"]: b for b in data["blocks"]}
     assert [b["model"] for b in data["blocks"]] == ["vgg19", "resnet101_v2", "inception4"]
     vgg2 = blocks["vgg19"]["rows"][1]
@@ -619,7 +619,7 @@ def test_a_rows_cells_share_the_decimals_of_its_most_precise_cell():
 
 @pytest.fixture(scope="module")
 def kmg_runs() -> pd.DataFrame:
-    from conftest import require_raw_data
+    from helpers import require_raw_data
 
     from scalestudy.ingest import keras_multi_gpu
 

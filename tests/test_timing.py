@@ -4,8 +4,7 @@ import itertools
 
 import pytest
 
-from scalestudy.schema import METRICS
-from scalestudy.timing import (
+from scalestudy.harness.timing import (
     STEP_SERIES,
     StepTimer,
     TimingError,
@@ -15,6 +14,7 @@ from scalestudy.timing import (
     mean_interval,
     step_rates,
 )
+from scalestudy.schema import METRICS
 
 JOB_START = 99.0
 # Two ranks, 4 images per step, 6 steps, epochs of 3 steps.

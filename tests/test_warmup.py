@@ -1,9 +1,9 @@
-"""MSER-5 (scalestudy.warmup) on series whose warm-up is known, on flat ones, and at its limits."""
+"""MSER-5 (scalestudy.derive) on series whose warm-up is known, on flat ones, and at its limits."""
 
 import numpy as np
 import pytest
 
-from scalestudy.warmup import BATCH, MIN_BATCHES, Truncation, mser, warmup_end
+from scalestudy.derive import BATCH, MIN_BATCHES, Truncation, mser, warmup_end
 
 RAMP = list(np.linspace(20, 95, 20))  # a warm-up of exactly 4 batches of 5 observations
 STEADY = [101, 99, 100, 102, 98] * 16  # every batch mean is 100: nothing after the ramp to cut

@@ -13,7 +13,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from .provenance import exit_on_termination
+from .files import exit_on_termination
 
 
 def one_line(text: object) -> str:

@@ -48,7 +48,7 @@ CALLABLE_MODULES = (
     "scalestudy.paper.model_figure",
     "scalestudy.paper.numbers",
     "scalestudy.paper.tables",
-    "scalestudy.model.report",
+    "scalestudy.scaling.report",
 )
 
 
@@ -106,7 +106,7 @@ def experiment_users(conf: Path | None = None) -> dict[str, list[str]]:
 
     users: dict[str, list[str]] = {}
     for group in ("figure", "table"):
-        paths = sorted((conf or CONF_DIR).joinpath(group).glob("*.yaml"), key=_number_order)
+        paths = sorted((conf or CONF_DIR).joinpath(group).glob("*.yaml"), key=lambda p: name_order(p.stem))
         for path in paths:
             spec = yaml.safe_load(path.read_text()) or {}
             for selection in (spec.get("runs") or {}).values():
@@ -118,6 +118,7 @@ def experiment_users(conf: Path | None = None) -> dict[str, list[str]]:
     return users
 
 
-def _number_order(path: Path) -> tuple[str, int]:
-    head, _, tail = path.stem.rpartition("-")
-    return (head, int(tail)) if tail.isdigit() else (path.stem, 0)
+def name_order(name: str) -> tuple[str, int]:
+    """Sort key of a config's name in number order: figure-2 before figure-10."""
+    head, _, tail = name.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (name, 0)

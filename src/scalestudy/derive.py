@@ -18,7 +18,8 @@ never a made-up baseline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -201,3 +202,85 @@ def table_vs_log(runs: pd.DataFrame, *, key: Sequence[str], baseline: Sequence[s
     columns = [*key, "variable_update", "published_line", "quantity", "printed", "log", "log_line", "agree",
                "table_run_id", "log_run_id"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+# --------------------------------------------------------------------------------------------
+# Which rows: a config names values ({column: value or list of values}); the run table holds them as recorded.
+
+
+def same(run_value, wanted) -> bool:
+    """Whether a run's value is the one a config names: as numbers when both read as numbers, else as text."""
+    try:
+        return float(run_value) == float(wanted)
+    except (TypeError, ValueError):
+        return str(run_value) == str(wanted)
+
+
+def matches(column: pd.Series, wanted) -> pd.Series:
+    """Mask of the rows whose value in `column` is one of `wanted` (a value or a list of values)."""
+    values = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
+    return column.map(lambda v: any(same(v, w) for w in values)).astype(bool)
+
+
+def where_mask(table: pd.DataFrame, where: Mapping | None) -> pd.Series:
+    """Mask of the rows matching every {column: value or list of values} of `where`; a column the table lacks
+    matches no row."""
+    mask = pd.Series(True, index=table.index)
+    for column, wanted in (where or {}).items():
+        mask &= matches(table[column], wanted) if column in table.columns else False
+    return mask
+
+
+# --------------------------------------------------------------------------------------------
+# Where the warm-up of a per-step throughput series ends: one rule, for the harness (harness.timing.aggregate, at the
+# end of each measured job) and the figures (the warm-up figure draws it on every series).
+#
+# The rule is MSER-5, the Marginal Standard Error Rule on batch means of 5 observations (White 1997; White,
+# Cobb and Spratt 2000), a standard truncation rule of simulation output analysis: cut the first d batches where
+# the standard error of the mean of what is left, Var(rest) / (k - d), is smallest, d in the first half of the
+# series only (a minimum in the second half means the series is too short to show its steady state).
+
+
+BATCH = 5  # the "5" of MSER-5: observations per batch mean
+MIN_BATCHES = 4  # fewer batch means than this cannot tell a warm-up from noise
+
+
+@dataclass(frozen=True)
+class Truncation:
+    """Where MSER-5 cuts a series: `step` is the index of the first steady observation (0: nothing to cut)."""
+
+    step: int
+    batches: int  # batch means the series gives
+    detectable: bool  # False: too short (fewer than MIN_BATCHES batch means), or the minimum lies past the half
+
+    @property
+    def outcome(self) -> str:
+        """cut (a warm-up ends at `step`), none (steady from the first observation) or unjudged."""
+        if not self.detectable:
+            return "unjudged"
+        return "cut" if self.step > 0 else "none"
+
+
+def mser(values: Sequence[float], *, batch: int = BATCH) -> Truncation:
+    """MSER-`batch` truncation of a series (see the module's docstring)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("warm-up of an empty series")
+    if not np.all(np.isfinite(x)):
+        raise ValueError("warm-up of a series with missing or infinite values")
+    k = x.size // batch
+    if k < MIN_BATCHES:
+        return Truncation(step=0, batches=k, detectable=False)
+    means = x[: k * batch].reshape(k, batch).mean(axis=1)
+    # MSER(d) = sum of squared deviations of means[d:] from their mean / (k - d)^2, for d = 0 .. k - 1
+    scores = [np.sum((means[d:] - means[d:].mean()) ** 2) / (k - d) ** 2 for d in range(k - 1)]
+    d = int(np.argmin(scores))
+    if d > k // 2:
+        return Truncation(step=0, batches=k, detectable=False)
+    return Truncation(step=d * batch, batches=k, detectable=True)
+
+
+def warmup_end(values: Sequence[float], *, batch: int = BATCH) -> int:
+    """The index of the first observation after the warm-up (0 when there is none to cut or the series is too
+    short to tell; `mser` says which)."""
+    return mser(values, batch=batch).step

@@ -1,7 +1,7 @@
 """A test-only Hydra app for tests/test_slurm.py: a sweep through the real conf/cluster/slurm.yaml.
 
 Each job runs in its Slurm allocation as the job's driver would: it starts `workers` ranks as one srun step
-built by scalestudy.slurm.srun_command (through the `rank` wrapper), and returns what each rank saw.
+built by scalestudy.harness.slurm.srun_command (through the `rank` wrapper), and returns what each rank saw.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ RANK_PROGRAM = (
 
 @hydra.main(config_path="conf", config_name="app", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
-    from scalestudy.slurm.commands import srun_command
+    from scalestudy.harness.slurm.commands import srun_command
 
     out = Path(HydraConfig.get().runtime.output_dir)
     log_dir = out / "rank-logs"

@@ -1,6 +1,6 @@
 """python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent).
 
-`python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/cli.py).
+`python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/command.py).
 
 Every dataset is read and checked before the first run is written; then each dataset is written as one
 transaction (store.sync_experiment), under the store's lock, so concurrent imports wait for each other.
@@ -22,9 +22,9 @@ from . import REFERENCE_DIR, experiment_description, read_source, registry
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["logs"]:
-        from .logs import cli as logs_cli
+        from .logs import command as logs_command
 
-        return logs_cli.main(argv[1:])
+        return logs_command.main(argv[1:])
     parsers = registry()
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
     ap.add_argument("datasets", nargs="*", metavar="DATASET",

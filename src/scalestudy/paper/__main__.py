@@ -16,8 +16,9 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from ..cli import one_line, run
-from ..config import CONF_DIR
-from ..provenance import git_commit, remove_stale_temporaries
+from ..config import CONF_DIR, name_order
+from ..files import remove_stale_temporaries
+from ..provenance import git_commit
 from ..store import load_runs, tracking_uri
 from .selection import NoRunsDeclared
 
@@ -26,7 +27,7 @@ GROUPS = ("figure", "table", "numbers")  # what the builder makes: conf/<group>/
 
 def expand(targets: list[str]) -> list[tuple[str, str]]:
     """[('figure', 'figure-3'), ('table', 'table-1'), ...] in the order asked; an unknown name lists the known."""
-    known = {g: sorted((p.stem for p in (CONF_DIR / g).glob("*.yaml")), key=_natural) for g in GROUPS}
+    known = {g: sorted((p.stem for p in (CONF_DIR / g).glob("*.yaml")), key=name_order) for g in GROUPS}
     groups = {"figures": ["figure"], "tables": ["table"], "all": list(GROUPS)}
     out: list[tuple[str, str]] = []
     for target in targets:
@@ -39,11 +40,6 @@ def expand(targets: list[str]) -> list[tuple[str, str]]:
             raise LookupError(f"unknown target {target!r} (no conf/{group}/{target}.yaml): choose from {choices}")
         out.append((group, target))
     return out
-
-
-def _natural(name: str):
-    head, _, tail = name.rpartition("-")
-    return (head, int(tail)) if tail.isdigit() else (name, 0)
 
 
 def main(argv: list[str]) -> int:

@@ -19,12 +19,13 @@ import numpy as np
 import pandas as pd
 
 from ..config import call
-from ..provenance import atomic_files, json_text
+from ..derive import matches, mser
+from ..files import atomic_files
 from ..store import load_series
-from ..warmup import mser
 from .formats import label
 from .latex import tex
-from .selection import matches, select_runs, ui_entry
+from .selection import select_runs, ui_entry
+from .sidecars import json_text
 
 # 20 distinguishable colours: tab20's dark shades first, then its light ones.
 COLORS = plt.get_cmap("tab20").colors[0::2] + plt.get_cmap("tab20").colors[1::2]

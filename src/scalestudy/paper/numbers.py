@@ -23,20 +23,21 @@ from hydra.utils import get_method
 
 from .. import derive
 from ..config import call, compose
-from ..provenance import atomic_files, json_text
+from ..derive import mser, same, where_mask
+from ..files import atomic_files
 from ..store import load_series
-from ..warmup import mser
 from .formats import fmt
-from .selection import matches, same, select_runs
+from .selection import select_runs
+from .sidecars import json_text
 
 MACRO = re.compile(r"^[A-Za-z]+$")
 
 
 def _where(runs: pd.DataFrame, where: Mapping | None) -> pd.DataFrame:
-    mask = pd.Series(True, index=runs.index)
-    for column, wanted in (where or {}).items():
-        mask &= matches(runs[column], wanted)
-    return runs[mask]
+    missing = sorted(set(where or {}) - set(runs.columns))
+    if missing:
+        raise KeyError(missing[0])  # a config naming a column the runs lack (as runs[column] said before)
+    return runs[where_mask(runs, where)]
 
 
 def _one(rows: pd.DataFrame, column: str, where: Mapping | None) -> float:

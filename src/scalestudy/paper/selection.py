@@ -10,8 +10,9 @@ from collections.abc import Mapping
 
 import pandas as pd
 
+from ..derive import where_mask
 from ..schema import SOURCES
-from ..ui_links import runs_view, sidecar_entry
+from ..ui.links import runs_view, sidecar_entry
 
 
 class EmptySelection(LookupError):
@@ -20,20 +21,6 @@ class EmptySelection(LookupError):
 
 class NoRunsDeclared(EmptySelection):
     """A figure or table declares no runs for the source asked for (e.g. a figure of measured runs only)."""
-
-
-def same(run_value, wanted) -> bool:
-    """Whether a run's value is the one a config names: as numbers when both read as numbers, else as text."""
-    try:
-        return float(run_value) == float(wanted)
-    except (TypeError, ValueError):
-        return str(run_value) == str(wanted)
-
-
-def matches(column: pd.Series, wanted) -> pd.Series:
-    """Mask of the rows whose value in `column` is one of `wanted` (a value or a list of values)."""
-    values = list(wanted) if isinstance(wanted, (list, tuple)) else [wanted]
-    return column.map(lambda v: any(same(v, w) for w in values)).astype(bool)
 
 
 def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) -> pd.DataFrame:
@@ -56,12 +43,7 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
         spec = dict(spec)
         spec.setdefault("status", "FINISHED")
         mask = runs["source"].astype(str) == src if "source" in runs else pd.Series(False, index=runs.index)
-        for column, value in spec.items():
-            if column not in runs.columns:
-                mask &= False
-                continue
-            mask &= matches(runs[column], value)
-        parts.append(runs[mask])
+        parts.append(runs[mask & where_mask(runs, spec)])
     chosen = pd.concat(parts) if parts else runs.iloc[0:0]
     if chosen.empty:
         filters = {src: dict((selection or {}).get(src) or {}) for src in wanted}
@@ -70,6 +52,6 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
 
 
 def ui_entry(name: str, chosen: pd.DataFrame, title: str = "") -> dict:
-    """The sidecar's links to the chosen runs in MLflow's UI (ui_links.py), for a figure or a table."""
+    """The sidecar's links to the chosen runs in MLflow's UI (scalestudy.ui.links), for a figure or a table."""
     runs = zip(chosen["run_id"], chosen["experiment_id"].astype(str), chosen["experiment"].astype(str))
     return sidecar_entry(runs_view(name, runs, title))

@@ -21,10 +21,12 @@ import pandas as pd
 
 from .. import derive
 from ..config import call
-from ..provenance import atomic_files, json_text, plain
+from ..derive import same
+from ..files import atomic_files
 from .formats import fmt, label
 from .latex import render
-from .selection import same, select_runs, ui_entry
+from .selection import select_runs, ui_entry
+from .sidecars import json_text, plain
 
 # ----------------------------------------------------------------------------------------------
 # Small helpers shared by the table functions
@@ -212,7 +214,7 @@ def _in_order(table: pd.DataFrame, columns: list[str], order: Mapping[str, Seque
     return sorted(groups, key=rank)
 
 
-def keras_backends(
+def backend_comparison(
     runs: pd.DataFrame,
     *,
     blocks: Sequence[str],
@@ -318,7 +320,7 @@ def short_reason(reason: str | None, labels: Sequence[Mapping]) -> str | None:
     return "; ".join(found) or None
 
 
-def hacksa(
+def runs_with_speedups(
     runs: pd.DataFrame,
     *,
     group: Sequence[str],

@@ -12,7 +12,7 @@ from .address import StoreError, tracking_uri
 from .lock import as_store_error, store_lock
 from .write import client_for, ensure_experiment
 
-SAVED_VIEW_TAG = "mlflow.sharedViewState."  # + view key: a saved view of the runs table (ui_links.py)
+SAVED_VIEW_TAG = "mlflow.sharedViewState."  # + view key: a saved view of the runs table (scalestudy.ui.links)
 
 
 def describe_experiments(descriptions: Mapping[str, str], uri: str | None = None) -> list[str]:
