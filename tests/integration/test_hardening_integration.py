@@ -74,6 +74,8 @@ def test_a_number_changed_through_the_ui_is_refused_then_repaired(store_copy, tm
         assert rest(base_url, "runs/log-metric", metric) == 200
         assert rest(base_url, "runs/delete", {"run_id": removed}) == 200
 
+    shown = load_runs(store_copy, sealed=False).set_index("import_key")  # what the UI reads: the store as it is
+    assert shown.loc[RESNET_1GPU, "throughput_total"] == 2190.0
     refused = build(store_copy, tmp_path / "paper", "table-1")
     one_line_error(refused, f"run {tampered}", "its metrics changed after it was written", "make import")
     assert not (tmp_path / "paper" / "tables").exists()

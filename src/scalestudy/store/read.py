@@ -132,7 +132,7 @@ def roll_back_hot_journal(path: Path) -> None:
     print(f"store {path}: rolled back the transaction a killed writer left unfinished in {journal}", file=sys.stderr)
 
 
-def _read_sqlite(path: Path) -> pd.DataFrame | None:
+def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
     roll_back_hot_journal(path)
     why = half_made(path)
     if why:
@@ -176,11 +176,12 @@ def _read_sqlite(path: Path) -> pd.DataFrame | None:
         )
     finally:
         con.close()
-    check_sealed(runs, params, metrics, tags, states[IMPORT_RUNS])
+    if sealed:
+        check_sealed(runs, params, metrics, tags, states[IMPORT_RUNS])
     return _tidy(runs, params, metrics, tags)
 
 
-def _read_api(uri: str) -> pd.DataFrame:
+def _read_api(uri: str, sealed: bool = True) -> pd.DataFrame:
     client = reader(uri)
     experiments = {e.experiment_id: e for e in client.search_experiments()}
     _interrupted({e.name: e.tags.get(IMPORT_STATE, "") for e in experiments.values()})
@@ -202,7 +203,8 @@ def _read_api(uri: str) -> pd.DataFrame:
         pd.DataFrame(metrics, columns=kv),
         pd.DataFrame(tags, columns=kv),
     )
-    check_sealed(*frames, {e.name: e.tags[IMPORT_RUNS] for e in experiments.values() if IMPORT_RUNS in e.tags})
+    if sealed:
+        check_sealed(*frames, {e.name: e.tags[IMPORT_RUNS] for e in experiments.values() if IMPORT_RUNS in e.tags})
     return _tidy(*frames)
 
 
@@ -223,20 +225,21 @@ def _existing_store(uri: str) -> Path | None:
     return path
 
 
-def load_runs(uri: str | None = None, *, via_api: bool = False) -> pd.DataFrame:
+def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = True) -> pd.DataFrame:
     """Every complete, active run of every experiment in the store, as one tidy table (one row per run).
 
-    `table.attrs["reader"]` says which path read it: "sqlite" (direct) or "api" (MlflowClient)."""
+    `sealed`: refuse a run whose values changed after it was written (check_sealed); the UI, which shows what
+    the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or "api"."""
     uri = check_uri(uri or tracking_uri())
     with store_lock(uri, write=False):
         path = _existing_store(uri)
         if path is not None and not via_api:
-            table = _read_sqlite(path)
+            table = _read_sqlite(path, sealed)
             if table is not None:
                 table.attrs["reader"] = "sqlite"
                 return table
             log.warning("MLflow schema of %s is not one this reader knows; reading through the MLflow API", path)
-        table = _read_api(uri)
+        table = _read_api(uri, sealed)
     table.attrs["reader"] = "api"
     return table
 
