@@ -261,8 +261,7 @@ def _as(base_url: str, path: str, user: tuple[str, str], body: dict | None = Non
 
 
 def test_with_auth_an_import_refuses_an_experiment_a_read_user_created(empty_store, monkeypatch):
-    from scalestudy.store.write import _other_managers
-    from scalestudy.ui import ADMIN_PASSWORD_ENV, serve
+    from scalestudy.ui.server import ADMIN_PASSWORD_ENV, serve
 
     admin, reader = ("admin", "a-long-admin-password"), ("reader", "another-long-password")
     monkeypatch.setenv(ADMIN_PASSWORD_ENV, admin[1])
@@ -278,6 +277,8 @@ def test_with_auth_an_import_refuses_an_experiment_a_read_user_created(empty_sto
         assert status == 200 and not found.get("runs")  # no published run landed in her experiment
 
         assert ingest(empty_store, TF).returncode == 0  # a published experiment the import creates itself
+        from scalestudy.store.write import _other_managers
+
         runs = load_runs(empty_store)
         tf_experiment = runs.loc[runs.experiment == TF, "experiment_id"].iloc[0]
         assert _other_managers(empty_store, tf_experiment) == []  # the admin alone may change it
