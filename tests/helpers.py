@@ -126,3 +126,11 @@ def sidecar(figures: dict, name: str) -> dict:
     import json
 
     return json.loads((figures["dir"] / f"{name}.json").read_text())
+
+
+def printed_latex(text: str) -> list[str]:
+    """Figure captions of a PDF's text (from "Figure N:" to the paragraph's end) that print LaTeX as typed."""
+    import re
+
+    captions = re.findall(r"Figure \d+: .*?(?:\n\n|\Z)", text, flags=re.S)
+    return [c[:60] for c in captions if re.search(r"[$\\]", c)]

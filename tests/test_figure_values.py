@@ -173,7 +173,11 @@ def test_figure4_plots_resnet_over_inception_for_like_pairs_only(published_figur
     assert not [p for p in points if p["series"].startswith("aws-p2.8xlarge ·")]
     ratios = sorted(p["value"] for p in points if p["series"] != "median")
     assert len(ratios) == 42 and all(r > 1 for r in ratios)  # ResNet-50 is the faster model in every pair
-    assert value(points, series="median") == pytest.approx((ratios[20] + ratios[21]) / 2)
+    # one panel and one median per GPU kind: P100 (DGX-1, 16 pairs) and K80 (GCE and the distributed runs, 26)
+    for panel, n in (("P100", 16), ("K80", 26)):
+        kind = sorted(p["value"] for p in points if p["panel"] == panel and p["series"] != "median")
+        assert len(kind) == n
+        assert value(points, series="median", panel=panel) == pytest.approx((kind[n // 2 - 1] + kind[n // 2]) / 2)
 
 
 def test_figure5_plots_throughput_per_gpu_of_finished_runs_by_hand(published_figures, hacksa_runs):

@@ -167,9 +167,13 @@ def test_figure8_points_by_hand(published_store, tmp_path):
     points = sidecar["points"]
     point = {(p["panel"], p["series"], p.get("workers", p.get("variable_update"))): p["value"] for p in points}
     # the 7gforce tf_cnn_benchmarks table (measurements.md:174, :177): 351.98 / 78.44
-    assert point[("tf_cnn, PS on CPU (tables)", "7gforce · Inception-v3", 6)] == pytest.approx(351.98 / 78.44)
+    assert point[("tf_cnn, PS on CPU (tables):\nbatch per GPU fixed", "7gforce · Inception-v3", 6)] == pytest.approx(
+        351.98 / 78.44
+    )
     # the 7gforce Keras log: kuza55, Inception-v3, 4 GPUs, PS on the CPU (line 265) over 1 GPU (line 54)
-    assert point[("Keras, Inception-v3", "7gforce · kuza55 · PS on CPU", 4)] == pytest.approx(60.38 / 39.07)
+    assert point[("Keras, Inception-v3:\nglobal batch fixed", "7gforce · kuza55 · PS on CPU", 4)] == pytest.approx(
+        60.38 / 39.07
+    )
     # kuza55 failed at 6 GPUs: no point; avolkov1 did not
     keras6 = {p["series"] for p in sidecar["points"] if p["panel"].startswith("Keras") and p.get("workers") == 6}
     assert keras6 == {"7gforce · avolkov1 · PS on CPU", "7gforce · avolkov1 · PS on GPU"}
@@ -185,3 +189,149 @@ def test_figure8_points_by_hand(published_store, tmp_path):
     assert (drawn["record"] == "log").sum() == 42
     caption = (tmp_path / "figures" / "figure-8.caption.tex").read_text()
     assert "parameter server" in caption and "replicated" in caption and "Horovod" in caption
+
+
+# --- The figure checks (scalestudy.paper.checks): every built figure passes them, and each catches its fault ---
+
+
+def test_every_built_figure_passes_the_figure_checks(published_figures):
+    folder = published_figures["dir"]
+    sidecars = sorted(folder.glob("figure-*.json"))
+    assert len(sidecars) >= 8
+    for path in sidecars:
+        assert json.loads(path.read_text())["problems"] == [], path.name
+    assert "warning:" not in published_figures["stderr"]
+
+
+def _checked(draw, legend=False):
+    """Problems of a small figure drawn by `draw(ax)` at the paper's style, saved as the builder saves it."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from scalestudy.paper.checks import figure_problems
+    from scalestudy.paper.style import STYLE
+
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(3, 2), layout="constrained")
+        draw(ax)
+        if legend:
+            fig.legend(loc="outside lower center")
+        fig.savefig(io.BytesIO(), format="png", dpi=200)
+        problems = figure_problems(fig)
+        plt.close(fig)
+    return problems
+
+
+def test_the_check_finds_a_marker_cut_by_the_axes():
+    def cut(ax):  # figure 6's fault: a hollow marker at the bottom of a log axis, on the frame
+        ax.plot([1, 16], [160, 30.4], marker="^", markersize=7, label="a")
+        ax.set_yscale("log")
+        ax.set_ylim(30.4, 200)
+
+    problems = _checked(cut)
+    assert len(problems) == 1 and "cut by the axes" in problems[0] and "(16, 30.4)" in problems[0]
+    assert _checked(lambda ax: ax.plot([1, 16], [160, 30.4], marker="^", markersize=7)) == []
+
+
+def test_the_check_finds_data_squeezed_into_a_corner():
+    def squeezed(ax):  # figure 8's fault: the ideal line to 6 sets the range, the data stay below 1.7
+        ax.plot([1, 2, 4], [1, 1.6, 1.2], marker="o")
+        ax.plot([1, 6], [1, 6], color="grey")
+
+    problems = _checked(squeezed)
+    assert len(problems) == 1 and "of the y range" in problems[0]
+    assert _checked(lambda ax: ax.plot([1, 2, 4], [1, 1.6, 1.2], marker="o")) == []
+
+    def fixed(ax):  # a range the config fixes on purpose (figure 8's 2-GPU panel) is the config's choice
+        ax.plot([0, 1], [1.99, 2.01], marker="o")
+        ax.set_ylim(1, 2.2)
+
+    assert _checked(fixed) == []
+
+
+def test_the_check_finds_one_colour_for_two_legend_entries():
+    def grey_twice(ax):  # figure 8's fault: grey is the ideal and a series
+        ax.plot([1, 2], [1, 2], color="grey", label="ideal")
+        ax.plot([1, 2], [1, 1.5], color=(0.498, 0.498, 0.498), marker="o", linestyle="--", label="kuza55")
+        ax.plot([1, 2], [1, 1.2], color="tab:blue", marker="s", label="avolkov1")
+
+    problems = _checked(grey_twice, legend=True)
+    assert problems == ["legend: 'ideal' and 'kuza55' have one colour"]
+
+    def one_series_two_styles(ax):  # figure 6's design: one colour per model, solid and dashed per protocol
+        ax.plot([1, 2], [1, 2], color="tab:green", marker="^", label="ResNet-50 · plain")
+        ax.plot([1, 2], [1, 1.8], color="tab:green", marker="^", linestyle="--", label="ResNet-50 · reduced")
+        ax.plot([1, 2], [1, 1.2], color="grey", label="ideal")
+
+    assert _checked(one_series_two_styles, legend=True) == []
+
+    def drawn_alike(ax):
+        ax.plot([1, 2], [1, 2], color="tab:green", marker="^", label="a")
+        ax.plot([1, 2], [1, 1.8], color="tab:green", marker="^", label="b")
+        ax.plot([1, 2], [1, 1.2], color="tab:blue", marker="s", label="c")
+
+    assert _checked(drawn_alike, legend=True) == ["legend: 'a' and 'b' have one colour"]
+
+
+def test_the_check_finds_latex_a_caption_prints_literally():
+    import pandas as pd
+
+    from scalestudy.paper.checks import caption_problems
+    from scalestudy.paper.figures import caption_tex
+
+    runs = pd.DataFrame({"experiment": ["keras-multi-gpu-2017"]})
+    broken = {"name": "figure-8", "title": "x", "caption": r"speedup at $N$ GPUs of tf\_cnn\_benchmarks"}
+    problems = caption_problems(caption_tex(broken, runs, "published"))
+    assert problems == [
+        "caption: '\\\\$' prints literally",
+        "caption: '\\\\$' prints literally",
+        "caption: '\\\\textbackslash' prints literally",
+        "caption: '\\\\textbackslash' prints literally",
+    ]
+    plain = {"name": "figure-8", "title": "x", "caption": "speedup at N GPUs of tf_cnn_benchmarks, 100 %"}
+    assert caption_problems(caption_tex(plain, runs, "published")) == []
+
+
+# --- Provenance across stores (issue 24, finding 7) ---
+
+
+def test_figure4_lists_only_the_runs_of_its_ratios_with_their_import_keys(published_figures, published_store):
+    """A run that pairs with no other gives no ratio, so it is not behind the figure; every run carries its
+    import key, which a reader's store shares though its run ids differ."""
+    runs = load_runs(published_store)
+    tf = runs[(runs.experiment == "tf-benchmarks-2017") & runs.model.isin(["inception3", "resnet50"])]
+    key = ["platform", "device", "data", "batch_per_worker", "workers", "framework"]
+    both = tf[tf.model == "resnet50"].merge(tf[tf.model == "inception3"], on=key)
+    like = both[both.variable_update_x.fillna("-") == both.variable_update_y.fillna("-")]
+    expected = set(like.run_id_x) | set(like.run_id_y)
+    listed = json.loads((published_figures["dir"] / "figure-4.json").read_text())["mlflow_runs"]
+    assert {r["run_id"] for r in listed} == expected and len(expected) == 2 * len(like) < len(tf)
+    keys = tf.set_index("run_id")["import_key"]
+    assert all(r["import_key"] == keys[r["run_id"]] for r in listed)
+    caption = (published_figures["dir"] / "figure-4.caption.tex").read_text()
+    assert f"Runs: {len(expected)} MLflow runs" in caption
+
+
+def test_the_ui_finds_a_sidecars_runs_by_import_key_in_another_store(published_figures, store_copy, tmp_path):
+    """The paper's sidecars name the run ids of the store they were built from; a reader's store has other ids
+    for the same imported runs: the UI links resolve them by experiment and import key."""
+    from scalestudy.ui.server import publish_views
+
+    paper = tmp_path / "paper"
+    (paper / "figures").mkdir(parents=True)
+    sidecar = json.loads((published_figures["dir"] / "figure-3.json").read_text())
+    for run in sidecar["mlflow_runs"]:  # as another store would have numbered them
+        run["run_id"] = "f" * 28 + run["run_id"][:4]
+    (paper / "figures" / "figure-3.json").write_text(json.dumps(sidecar))
+    lines = publish_views(store_copy, paper, "http://127.0.0.1:5000")
+    (line,) = [x for x in lines if "figure-3" in x]
+    assert "64 runs" in line and "not in this store" not in line
+    for run in sidecar["mlflow_runs"]:  # a run without its key cannot be found
+        run["import_key"] = None
+    (paper / "figures" / "figure-3.json").write_text(json.dumps(sidecar))
+    (line,) = [x for x in publish_views(store_copy, paper, "http://127.0.0.1:5000") if "figure-3" in x]
+    assert "64 of its 64 runs are not in this store" in line

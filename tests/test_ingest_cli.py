@@ -18,9 +18,9 @@ from scalestudy.store import artifact_root, load_runs, load_series
 
 REFERENCE = Path(__file__).resolve().parents[1] / "experiments" / "reference"
 DATASETS = ["tf-benchmarks-2017", "keras-backends-2017", "hacksa-2019", "horovod-docs", "malik-2018",
-            "keras-multi-gpu-2017"]  # fmt: skip
+            "keras-multi-gpu-2017", "horovod-timelines-2019", "mlperf-training-resnet"]  # fmt: skip
 COUNTS = {"tf-benchmarks-2017": 207, "keras-backends-2017": 29, "hacksa-2019": 16, "horovod-docs": 3, "malik-2018": 3,
-          "keras-multi-gpu-2017": 152}  # fmt: skip
+          "keras-multi-gpu-2017": 152, "horovod-timelines-2019": 2, "mlperf-training-resnet": 330}  # fmt: skip
 
 
 def ids(table) -> dict[tuple[str, str], str]:
@@ -69,7 +69,7 @@ def scratch(store, tmp_path, monkeypatch):
 
 def test_import_all(store):
     runs = store["runs"]
-    assert len(runs) == 207 + 29 + 16 + 3 + 3 + 152
+    assert len(runs) == 207 + 29 + 16 + 3 + 3 + 152 + 2 + 330
     assert runs.groupby("experiment").size().to_dict() == COUNTS
     assert (runs["source"] == "published").all()
     assert runs["citation"].notna().all() and (runs["citation"].str.len() > 0).all()
@@ -108,9 +108,10 @@ def test_descriptions_name_the_source_and_the_line(store):
     text = client.get_experiment_by_name("tf-benchmarks-2017").tags["mlflow.note.content"]
     assert text.startswith("Published measurements: TensorFlow documentation, Benchmarks page")
     assert "- One run: one row of tf_benchmarks_2017.csv" in text and "; 207 runs." in text
-    assert "- Used by: figure-3, figure-4, figure-7, table-1, table-4." in text  # from conf/figure and conf/table
+    # from conf/figure and conf/table
+    assert "- Used by: figure-3, figure-4, figure-7, figure-10, table-1, table-4." in text
     hacksa = client.get_experiment_by_name("hacksa-2019").tags["mlflow.note.content"]
-    assert "Used by: figure-1, figure-2, figure-5, figure-7, table-3, table-4." in hacksa
+    assert "Used by: figure-1, figure-2, figure-5, figure-7, figure-10, table-3, table-4." in hacksa
     runs = store["runs"].set_index(["experiment", "import_key"])
     run = client.get_run(runs.loc[("hacksa-2019", "1.err"), "run_id"])
     assert run.data.tags["mlflow.note.content"].startswith(

@@ -270,16 +270,26 @@ def test_keras_log_cut_short_is_an_error_naming_its_last_line(tmp_path):
 
 
 def test_tf_cnn_json_folder_gives_its_average_examples_per_sec():
-    (rec,) = read_logs([TF_JSON.parent], options(platform="fh2"))
+    (rec,) = read_logs([TF_JSON.parent], options())
     rec.validate()
     assert rec.metrics == {"throughput_total": 132.37791654965747}
-    assert rec.params | {"platform": "fh2"} == {
+    # no --platform: the machine benchmark.log:1's machine_config describes (gpu_info count 4, model GeForce GTX
+    # 980 Ti; cpu_info Intel(R) Xeon(R) CPU E7-4830 v3 @ 2.10GHz); the run used one of its GPUs
+    assert rec.params == {
         "model": "resnet50", "framework": "tensorflow", "api": "tf_cnn_benchmarks", "workers": 1,
-        "device": "GTX 980 Ti", "data": "synthetic", "batch_per_worker": 64, "platform": "fh2",
+        "device": "GTX 980 Ti", "data": "synthetic", "batch_per_worker": 64,
+        "platform": "4x GeForce GTX 980 Ti, Intel(R) Xeon(R) CPU E7-4830 v3 @ 2.10GHz",
     }  # fmt: skip
-    assert rec.tags["source_line"] == "metric.log:52" and rec.key == TF_JSON.name
-    # the same run whether the folder, the file or the folder above is given
-    assert read_logs([TF_JSON / "metric.log"], options(platform="fh2"))[0].metrics == rec.metrics
+    assert rec.tags["machine_gpus"] == "4"
+    # the run's key is its files' content, not the folder's name
+    digest = hashlib.sha256()
+    for name in ("benchmark.log", "metric.log"):
+        data = (TF_JSON / name).read_bytes()
+        digest.update(f"{name}\0{len(data)}\0".encode() + data)
+    assert rec.tags["source_line"] == "metric.log:52" and rec.key == f"sha256:{digest.hexdigest()}"
+    # the same run whether the folder, the file or the folder above is given; --platform wins over the log
+    again = read_logs([TF_JSON / "metric.log"], options(platform="fh2"))[0]
+    assert again.metrics == rec.metrics and again.key == rec.key and again.params["platform"] == "fh2"
 
 
 def test_tf_cnn_json_cut_short_is_an_error(tmp_path):
@@ -337,20 +347,32 @@ def test_mlperf_result_with_its_system_description():
         "batch_per_worker": 408, "platform": "dgxa100_ngc21.05_mxnet", "epochs": 35,
     }  # fmt: skip
     assert rec.status == "FINISHED" and rec.tags["source_line"] == "result_0.txt:1393"
-    assert rec.key == "training_results_v1.0/NVIDIA/results/dgxa100_ngc21.05_mxnet/resnet/result_0.txt"
+    assert rec.key == f"sha256:{sha256(MLPERF_RESULT)}"  # its content, not its name (every result is result_N.txt)
+    # where each number was read: the log (d_batch_size at 433 gives 3264 / 408 = 8 GPUs: the log's own count
+    # wins over the system file's 1 x 8) and the system description (accelerator_model_name at its line 21)
+    lines = dict(item.split(": ", 1) for item in rec.tags["source_lines"].split("; "))
+    assert lines["workers"] == "result_0.txt:433" and lines["device"] == "dgxa100_ngc21.05_mxnet.json:21"
+    # the system file says "MXNet NVIDIA Release 21.05" (its line 31); the log names mxnet itself first at line 246
+    # (DALI's "`mxnet_reader` is now deprecated"), and the log's own facts win
+    assert lines["framework"] == "result_0.txt:246"
 
 
 def test_mlperf_without_system_description_aborted_and_cut_short(tmp_path):
     text = MLPERF_RESULT.read_text()
     alone = tmp_path / "result_0.txt"
     alone.write_text(text)
-    # the framework and the device were in the system description only
-    with pytest.raises(SchemaError, match=r"result_0\.txt:7: the log does not say the run's framework: give it"):
-        read_logs([alone], options(platform="dgx"))
+    # the device and the platform were in the system description and its layout only; the framework is named in
+    # the log's own text too (line 246: DALI's `mxnet_reader`)
     with pytest.raises(SchemaError, match=r"result_0\.txt:7: the log does not say the run's device: give it"):
-        read_logs([alone], options(platform="dgx", framework="mxnet"))
-    (rec,) = read_logs([alone], options(platform="dgx", framework="mxnet", device="A100"))
+        read_logs([alone], options(platform="dgx"))
+    with pytest.raises(SchemaError, match=r"result_0\.txt:7: the log does not say the run's platform: give it"):
+        read_logs([alone], options(device="A100"))
+    (rec,) = read_logs([alone], options(platform="dgx", device="A100"))
     assert rec.params["workers"] == 8  # global_batch_size 3264 / d_batch_size 408
+    assert rec.params["framework"] == "mxnet"
+    assert read_logs([alone], options(platform="dgx", device="A100", framework="pytorch"))[0].params["framework"] == (
+        "pytorch"
+    )  # an option wins over the log
     aborted = tmp_path / "aborted.txt"
     aborted.write_text(text.replace('"status": "success"', '"status": "aborted"'))
     (rec,) = read_logs([aborted], options(platform="dgx", framework="mxnet", device="A100"))

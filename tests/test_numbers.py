@@ -89,6 +89,34 @@ def test_ratio_extremes_and_batch_comparison_by_hand():
     assert numbers.ratio_compare(table, **args, by="batch_per_worker", high=64, low=32, total=True) == 2
 
 
+def test_warmup_extra_and_speedups_without_it_by_hand():
+    # first ten steps 12 s against 4 s steady: 8 s of warm-up (1 GPU), 10 - 4 = 6 s (2 GPUs), none logged (4 GPUs)
+    table = hacksa_like().assign(time_first_interval_s=[12.0, 10.0, None], time_steady_interval_s=[4.0, 4.0, None])
+    assert numbers.warmup_extra(table, how="max") == 8.0
+    assert numbers.warmup_extra(table, how="min") == 6.0
+    assert numbers.warmup_extra(table, how="max", per="time_work_s") == pytest.approx(6.0 / 110.0)
+    # 2 GPUs: (500 steps / (110 - 6) s) / (500 / (200 - 8)) / 2
+    eff = numbers.scaled(table, column="efficiency_time_per_image", group=["model"], where={"workers": 2},
+                         warmup_out=True)  # fmt: skip
+    assert eff == pytest.approx((500 / 104) / (500 / 192) / 2)
+    assert numbers.scaled(table, column="efficiency_time_per_image", group=["model"], where={"workers": 2}) == (
+        pytest.approx((500 / 110) / (500 / 200) / 2)
+    )
+    with pytest.raises(ValueError, match="0 runs match"):  # no interval logged: no corrected work time
+        numbers.scaled(table.dropna(subset=["time_first_interval_s"]).iloc[:1], column="speedup_time",
+                       group=["model"], where={"workers": 4}, warmup_out=True)  # fmt: skip
+
+
+def test_ratio_median_leaves_out_the_pairs_unless_names():
+    rows = [(m, w, p, t) for w, (a, b) in {1: (10, 20), 8: (80, 120), 64: (600, 600)}.items()
+            for m, p, t in (("inception3", "aws", a), ("resnet50", "aws", b))]  # fmt: skip
+    table = pd.DataFrame(rows, columns=["model", "workers", "platform", "throughput_total"])
+    table = table.assign(run_id=[f"r{i}" for i in range(len(table))])
+    assert numbers.ratio_median(table, between="model", numerator="resnet50", denominator="inception3") == 1.5
+    assert numbers.ratio_median(table, between="model", numerator="resnet50", denominator="inception3",
+                                unless={"platform": "aws", "workers": 64}) == pytest.approx(1.75)  # fmt: skip
+
+
 def test_product_median_counts_images_per_epoch():
     table = pd.DataFrame({"throughput_total": [372.82, 617.32, 1.0], "time_per_epoch_s": [160.93, 97.19, None]})
     assert numbers.product_median(table, columns=["throughput_total", "time_per_epoch_s"]) == pytest.approx(

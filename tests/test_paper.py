@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import yaml
-from helpers import REPO
+from helpers import REPO, printed_latex
 
 MAIN = REPO / "paper" / "main.tex"
 FIGURES = sorted((REPO / "conf" / "figure").glob("figure-*.yaml"), key=lambda p: int(p.stem.split("-")[1]))
@@ -26,6 +26,7 @@ METHOD_CONSTANTS = {
     "batch 64 against 32": "the two batch sizes a ratio compares (configurations)",
     "exceed 100\\,\\%": "the threshold of superlinear efficiency",
     "rank~0": "a rank's id",
+    "steps 0 to 10": "the logging hook's first interval (it logs every tenth step from step 0)",
 }
 COORDINATE = re.compile(
     r"(\s+(to|and)\s+\d+)?[\s~-]*(\\,)?(GPUs?|K80s?|V100s?|P100s?|K40s?|Pascal|servers?|ranks?|CPU|nodes?|hosts?"
@@ -114,6 +115,11 @@ def test_main_tex_has_every_figure_and_table():
         assert f"\\figurecaption{{{spec['name']}}}" in tex, spec["name"]
     for path in TABLES:
         assert f"\\tablefile{{{path.stem}}}" in tex, path.stem
+
+
+def test_the_printed_latex_check_finds_it():
+    text = "Figure 8: Speedup at $N$ GPUs.\n\nFigure 3: P100 at N GPUs.\n\nFigure 9: tf\\_cnn.\n\n"
+    assert printed_latex(text) == ["Figure 8: Speedup at $N$ GPUs.\n\n", "Figure 9: tf\\_cnn.\n\n"]
 
 
 def latex_log_problems(log: str) -> list[str]:

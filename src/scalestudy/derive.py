@@ -68,6 +68,19 @@ def scaling(runs: pd.DataFrame, *, group: Sequence[str], workers: str = "workers
     return out.drop(columns=["_base_throughput", "_base_time", "_base_images", "_images"])
 
 
+def without_warmup(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with the warm-up's extra time taken out of their work time: time_work_s less the logging hook's
+    first ten-step interval beyond a steady one (time_first_interval_s - time_steady_interval_s, HackSA). A run
+    without both intervals gets NaN work time: a speedup from it would mix corrected and uncorrected jobs."""
+    out = runs.copy()
+    for col in ("time_work_s", "time_first_interval_s", "time_steady_interval_s"):
+        if col not in out.columns:
+            out[col] = np.nan
+    out["time_warmup_extra_s"] = out["time_first_interval_s"] - out["time_steady_interval_s"]
+    out["time_work_s"] = out["time_work_s"] - out["time_warmup_extra_s"]
+    return out
+
+
 def like_for_like(runs: pd.DataFrame, differ: Sequence[str]) -> list[str]:
     """The columns two runs must agree on to be compared: every parameter of the run schema the runs have, and
     their dataset and source, less the columns allowed to `differ`."""
@@ -202,6 +215,151 @@ def table_vs_log(runs: pd.DataFrame, *, key: Sequence[str], baseline: Sequence[s
     columns = [*key, "variable_update", "published_line", "quantity", "printed", "log", "log_line", "agree",
                "table_run_id", "log_run_id"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# MLPerf Training scale families (experiments/reference/mlperf-training-resnet): the systems of one round from one
+# submitter with one accelerator model and one framework at three or more accelerator counts. A larger system
+# trains a larger global batch for more epochs, so efficiency by throughput and speedup by time to train differ;
+# both are given, with the batch and the epochs beside them.
+
+FAMILY_COLUMNS = ("round", "submitter", "accelerator_family", "framework_family")
+GPU_WORDS = ("nvidia", "tesla", "a100", "v100", "h100", "h200", "a30", "a40", "l40", "rtx", "geforce", "amd", "mi2")
+
+
+def accelerator_kind(model: str) -> str:
+    """GPU, TPU, IPU, Gaudi, Ascend or other, from an accelerator model name as a system file states it."""
+    low = str(model).lower()
+    for word, kind in (("tpu", "TPU"), ("ipu", "IPU"), ("gaudi", "Gaudi"), ("hl-", "Gaudi"), ("ascend", "Ascend")):
+        if word in low:
+            return kind
+    return "GPU" if any(w in low for w in GPU_WORDS) else "other"
+
+
+def _fold(text: object) -> str:
+    """Case and whitespace folded; v0.5 TPU slice names (`tpuv3-512`) reduced to the chip (`tpuv3`)."""
+    folded = " ".join(str(text).lower().split())
+    return folded.split("-")[0] if folded.startswith("tpuv") else folded
+
+
+def scale_families(runs: pd.DataFrame, *, min_scales: int = 3) -> pd.DataFrame:
+    """The runs of MLPerf scale families, one per (family, accelerator count): where a family has several systems
+    at one count, the one with the highest training throughput (`systems_at_scale` counts them). Columns added:
+    family (round · submitter · accelerator · framework, as stated), accelerator_kind, accelerators, global_batch,
+    scale (accelerators / the family's smallest), efficiency_throughput (throughput per accelerator over the
+    smallest system's), speedup_throughput, speedup_time_to_train (the smallest system's time to train over this
+    one's), efficiency_time_to_train (speedup_time_to_train / scale), epochs_ratio and batch_ratio (over the
+    smallest system's). Runs without accelerators, throughput or time to train are left out."""
+    need = ["workers", "throughput_total", "time_total_s", "accelerator_model", "framework_stated"]
+    table = runs.copy()
+    for column in [*need, "round", "submitter", "global_batch_size", "epochs"]:
+        if column not in table.columns:
+            table[column] = np.nan
+    table["accelerators"] = pd.to_numeric(table["workers"], errors="coerce")
+    table["global_batch"] = pd.to_numeric(table["global_batch_size"], errors="coerce")
+    table["epochs"] = pd.to_numeric(table["epochs"], errors="coerce")
+    table = table.dropna(subset=["accelerators", "throughput_total", "time_total_s", "accelerator_model"])
+    table = table[table["accelerators"] >= 1]
+    table["accelerator_family"] = table["accelerator_model"].map(_fold)
+    table["framework_family"] = table["framework_stated"].map(_fold)
+    table["submitter_family"] = table["submitter"].map(_fold)
+    keys = ["round", "submitter_family", "accelerator_family", "framework_family"]
+    table["systems_at_scale"] = table.groupby([*keys, "accelerators"])["throughput_total"].transform("size")
+    table = table.sort_values([*keys, "accelerators", "throughput_total"], ascending=[True] * 5 + [False])
+    table = table.drop_duplicates([*keys, "accelerators"], keep="first")
+    scales = table.groupby(keys)["accelerators"].transform("nunique")
+    table = table[scales >= min_scales].copy()
+    if table.empty:
+        return table.assign(family=pd.Series(dtype=str))
+    named = ["round", "submitter", "accelerator_family", "framework_stated"]
+    table["family"] = table[named].astype(str).agg(" · ".join, axis=1)
+    table["family"] = table.groupby(keys)["family"].transform("first")  # one name per family
+    table["accelerator_kind"] = table["accelerator_model"].map(accelerator_kind)
+    table["per_accelerator"] = table["throughput_total"] / table["accelerators"]
+    base = table.sort_values("accelerators").groupby(keys).first()
+    base = base[["accelerators", "per_accelerator", "throughput_total", "time_total_s", "epochs", "global_batch"]]
+    table = table.join(base.add_prefix("base_"), on=keys)
+    table["scale"] = table["accelerators"] / table["base_accelerators"]
+    table["efficiency_throughput"] = table["per_accelerator"] / table["base_per_accelerator"]
+    table["speedup_throughput"] = table["throughput_total"] / table["base_throughput_total"]
+    table["speedup_time_to_train"] = table["base_time_total_s"] / table["time_total_s"]
+    table["efficiency_time_to_train"] = table["speedup_time_to_train"] / table["scale"]
+    table["epochs_ratio"] = table["epochs"] / table["base_epochs"]
+    table["batch_ratio"] = table["global_batch"] / table["base_global_batch"]
+    return table.drop(columns=["submitter_family"]).sort_values(["family", "accelerators"]).reset_index(drop=True)
+
+
+def family_summary(families: pd.DataFrame) -> pd.DataFrame:
+    """One row per family (from scale_families): its scales, the range of its global batch and epochs, and the
+    efficiency by throughput and the time-to-train speedup (with the scale they are out of) at its largest system."""
+    rows = []
+    for family, part in families.groupby("family", sort=False):
+        part = part.sort_values("accelerators")
+        top = part.iloc[-1]
+        rows.append({
+            "family": family, "round": top["round"], "submitter": top["submitter"], "device": top.get("device"),
+            "framework_short": top.get("framework"), "divisions": "+".join(sorted(set(part["division"].astype(str))))
+            if "division" in part else "",
+            "accelerator_model": top["accelerator_model"], "accelerator_kind": top["accelerator_kind"],
+            "framework": top["framework_stated"], "scales": len(part),
+            "accelerators_min": int(part["accelerators"].min()), "accelerators_max": int(top["accelerators"]),
+            "batch_min": part["global_batch"].min(), "batch_max": part["global_batch"].max(),
+            "epochs_min": part["epochs"].min(), "epochs_max": part["epochs"].max(),
+            "efficiency_throughput_at_max": top["efficiency_throughput"],
+            "speedup_throughput_at_max": top["speedup_throughput"],
+            "speedup_time_to_train_at_max": top["speedup_time_to_train"], "scale_at_max": top["scale"],
+            "run_ids": list(part["run_id"]) if "run_id" in part else [],
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: Sequence[str] | None = None,
+                        group: Sequence[str] = ("experiment", "model", "device", "data", "batch_per_worker",
+                                                "variable_update", "platform")) -> pd.DataFrame:  # fmt: skip
+    """Figure 10(a)'s rows: efficiency by throughput against accelerators, from every source in one frame.
+
+    - MLPerf scale families (`scale_families`): efficiency over the family's smallest system, one line per
+      family, series by accelerator kind (GPU, TPU, other);
+    - the study's measured points (HackSA, TF 2017): efficiency by speed over the 1-GPU run (`scaling`), one line
+      per `group`;
+    - stated efficiencies (Horovod's documentation: `efficiency_published`) as points; a claim in words without
+      a number (Malik et al.) as `claim_workers`, drawn as a vertical line, never as a made-up value.
+    `platforms`: where given, the other sources' runs drawn (MLPerf's are all drawn).
+    Columns: accelerators, efficiency, series, line, experiment, claim_workers, run_id (where present)."""
+    parts = []
+    if platforms is not None:
+        runs = runs[(runs["experiment"] == "mlperf-training-resnet") | runs["platform"].isin(list(platforms))]
+    mlperf = runs[runs["experiment"] == "mlperf-training-resnet"] if "experiment" in runs else runs.iloc[:0]
+    if len(mlperf):
+        fam = scale_families(mlperf, min_scales=min_scales)
+        kind = fam["accelerator_kind"].map(lambda k: k if k in ("GPU", "TPU") else "other accelerators")
+        parts.append(fam.assign(efficiency=fam["efficiency_throughput"],
+                                series="MLPerf families, " + kind, line=fam["family"]))  # fmt: skip
+    measured = runs[runs["experiment"].isin(["hacksa-2019", "tf-benchmarks-2017"])]
+    if len(measured):
+        cols = [c for c in group if c in measured.columns]
+        scaled = scaling(measured, group=cols).dropna(subset=["efficiency_speed"])
+        scaled = scaled[scaled["workers"] > 1]
+        names = {"hacksa-2019": "HackSA 2019 (V100, Horovod), by speed",
+                 "tf-benchmarks-2017": "TF 2017 distributed (K80), by speed"}  # fmt: skip
+        line = scaled[cols].astype(str).agg(" · ".join, axis=1)
+        parts.append(scaled.assign(efficiency=scaled["efficiency_speed"], series=scaled["experiment"].map(names),
+                                   line=line))  # fmt: skip
+    stated = runs[runs.get("efficiency_published", pd.Series(np.nan, index=runs.index)).notna()]
+    if len(stated):
+        parts.append(stated.assign(efficiency=stated["efficiency_published"], line=stated["model"],
+                                   series="Horovod docs: stated at " + stated["workers"].astype(int).astype(str)
+                                   + " GPUs"))  # fmt: skip
+    words = runs[runs["experiment"] == "malik-2018"]
+    if len(words):
+        parts.append(words.iloc[:1].assign(claim_workers=words["workers"].max(), efficiency=np.nan,
+                                           series="claim", line=""))  # fmt: skip
+    keep = ["accelerators", "efficiency", "series", "line", "experiment", "claim_workers", "run_id"]
+    # MLPerf rows count accelerators (scale_families); the others' GPUs are their `workers`
+    parts = [p if p["experiment"].eq("mlperf-training-resnet").all() else p.assign(accelerators=p["workers"])
+             for p in parts]  # fmt: skip
+    out = pd.concat([p[[c for c in keep if c in p.columns]] for p in parts], ignore_index=True) if parts else None
+    return out if out is not None else pd.DataFrame(columns=keep)
 
 
 # --------------------------------------------------------------------------------------------

@@ -39,7 +39,11 @@ METRICS = {
     "time_total_s": "wall time of the training call, s",
     "time_init_s": "start of the job to the first training step, s",
     "time_work_s": "time_total_s minus time_init_s, s",
+    "time_first_interval_s": "the logging hook's seconds for steps 0 to 10 (HackSA; the ranks' mean), s",
+    "time_steady_interval_s": "median over later ten-step intervals of the logging hook's seconds (HackSA), s",
     "time_per_epoch_s": "mean wall time of one epoch, s",
+    "time_train_s": "training time of a whole job as its log's train_time_basis tag says it was read, s (MLPerf)",
+    "throughput_epochs": "images/s over the sum of the logged epoch intervals only (MLPerf; early stamps inflate it)",
     "accuracy_train": "training accuracy at the end, 0..1",
     "accuracy_test": "test accuracy at the end, 0..1",
     "memory_peak_mb": "peak device memory as published or measured, MB",
@@ -123,6 +127,7 @@ MODELS = {
     "resnet101": "ResNet-101",
     "resnet101_v2": "ResNet-v2-101",
     "resnet152": "ResNet-152",
+    "trivial": "trivial model (tf_cnn_benchmarks)",
 }
 MODEL_ALIASES = {
     "resnet_v2_101": "resnet101_v2",
@@ -240,12 +245,12 @@ def _digest(path: Path) -> str:
 
 def run_name(params: dict[str, object]) -> str:
     """Readable name, e.g. 'resnet50 · P100 · 8 GPUs · synthetic · b64 · nvidia-dgx-1'."""
-    workers = int(params["workers"])
+    workers = params["workers"]
     unit = "GPU" if str(params["device"]).lower() != "cpu" else "rank"
     parts = [
         str(params["model"]),
         str(params["device"]),
-        f"{workers} {unit}{'s' if workers != 1 else ''}",
+        f"{workers} {unit}{'s' if workers == NOT_STATED or int(workers) != 1 else ''}",  # type: ignore[call-overload]
         str(params["data"]),
         f"b{params['batch_per_worker']}",
         str(params["platform"]),

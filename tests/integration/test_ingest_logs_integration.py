@@ -15,10 +15,10 @@ def test_cli_imports_reimports_unchanged_and_writes_nothing_on_bad_input(tmp_pat
     first = run_module("scalestudy.ingest", *args, uri=uri)
     assert "18 runs (0 failed) from 2 file(s)" in first.stdout and "18 created" in first.stdout
     again = run_module("scalestudy.ingest", *args, uri=uri)
-    assert "0 created, 0 updated, 18 unchanged, 0 deleted" in again.stdout
+    assert "0 created, 0 updated, 18 unchanged, 0 removed, 0 duplicates" in again.stdout
     runs = load_runs(uri)
     assert sorted(runs["throughput_total"]) == sorted([v for *_, v in KERAS_AZ_RUNS] + [v for _, _, v, _ in TRACE_RUNS])
-    row = runs[runs["import_key"] == f"{TRACE.name}#3"].iloc[0]
+    row = runs[runs["import_key"] == f"sha256:{sha256(TRACE)}#3"].iloc[0]
     assert (row["variable_update"], row["throughput_total"], row["source_line"]) == (
         "parameter_server (cpu)", 95.43, f"{TRACE.name}:162"
     )  # fmt: skip

@@ -4,10 +4,11 @@ conftest.py."""
 from __future__ import annotations
 
 import json
+import statistics
 
 import pandas as pd
 import pytest
-from helpers import run_module
+from helpers import raw_dir, run_module
 
 from scalestudy.store import load_runs
 
@@ -143,3 +144,116 @@ def test_seed_002_numbers_recomputed(built):
     assert values["KmgAzKerasMax"]["value"] == pytest.approx(54.58 / 31.67)
     # table 5's totals (tests/test_tables.py counts them by hand)
     assert [values[f"Kmg{k}"]["value"] for k in ("Printed", "Logged", "Agree", "Disagree")] == [216, 114, 114, 0]
+
+
+def _logging_intervals(path) -> dict[int, list[float]]:
+    """The logging hook's `global_step = N (X sec)` seconds per step, read from a raw HackSA log by a regex of
+    this test's own (not the importer's)."""
+    import re
+
+    found: dict[int, list[float]] = {}
+    for step, seconds in re.findall(r"global_step = (\d+) \(([\d.]+) sec\)", path.read_text(errors="replace")):
+        found.setdefault(int(step), []).append(float(seconds))
+    return found
+
+
+def test_hacksa_warmup_numbers_recomputed_from_the_raw_logs(built):
+    values, runs = built
+    logs = raw_dir("hacksa-2019") / "logs"
+    # ResNet-v2-101 on 8 GPUs by hand: logs/8.err:261-268 (step 10: the eight ranks' seconds), the step-20 lines
+    # (5 x 3.337 + 3 x 3.335), and the work time: 'Training took 125.42283892631531 s' (:317) less the start
+    # (:83, 17:47:46.753476) to the last shuffle-buffer line (:244, 17:49:34.875523).
+    first = statistics.mean([9.565, 9.561, 9.551, 9.562, 9.562, 9.526, 9.464, 9.526])
+    steady = (5 * 3.337 + 3 * 3.335) / 8
+    work = 125.42283892631531 - (108.122047)
+    assert _logging_intervals(logs / "8.err")[10] == [9.565, 9.561, 9.551, 9.562, 9.562, 9.526, 9.464, 9.526]
+    assert values["HackSAWarmupShareResnetEight"]["value"] == pytest.approx((first - steady) / work)
+    assert values["HackSAWarmupShareResnetEight"]["text"] == "36"
+    assert values["HackSAWarmupRatioMax"]["value"] == pytest.approx(first / steady)  # the largest ratio: this job
+    # every finished job: the first interval over the median of the later ones (the ranks' mean at each step)
+    finished = runs[(runs.experiment == "hacksa-2019") & (runs.status == "FINISHED")]
+    ratios, extras, shares = [], [], []
+    for run in finished.itertuples():
+        intervals = _logging_intervals(logs / run.import_key)  # the log the run was imported from
+        later = [statistics.mean(v) for step, v in intervals.items() if step > 10]
+        if not later:  # Inception-v4 on 16 GPUs: its ranks log only steps 0 to 10
+            continue
+        extra = statistics.mean(intervals[10]) - statistics.median(later)
+        ratios.append(statistics.mean(intervals[10]) / statistics.median(later))
+        extras.append(extra)
+        shares.append(extra / run.time_work_s)
+    assert len(ratios) == len(finished) - 1
+    assert values["HackSAWarmupRatioMin"]["value"] == pytest.approx(min(ratios))
+    assert (values["HackSAWarmupRatioMin"]["text"], values["HackSAWarmupRatioMax"]["text"]) == ("1.13", "2.86")
+    assert values["HackSAWarmupExtraMin"]["value"] == pytest.approx(min(extras))
+    assert values["HackSAWarmupExtraMax"]["value"] == pytest.approx(max(extras))
+    assert values["HackSAWarmupShareMax"]["value"] == pytest.approx(max(shares))
+    # ResNet-v2-101's efficiency per image of work time on 8 GPUs without the warm-up's extra time in either job
+    one = _one(finished, model="resnet101_v2", workers=1)
+    eight = _one(finished, model="resnet101_v2", workers=8)
+    i1, i8 = _logging_intervals(logs / "1.err"), _logging_intervals(logs / "8.err")
+
+    def extra_of(iv):
+        return statistics.mean(iv[10]) - statistics.median([statistics.mean(v) for s, v in iv.items() if s > 10])
+
+    w1, w8 = one.time_work_s - extra_of(i1), eight.time_work_s - extra_of(i8)
+    eff = (eight.steps / w8) / (one.steps / w1) / 8
+    assert values["ResnetImageTimeEffEightNoWarmup"]["value"] == pytest.approx(eff)
+
+
+def test_keras_protocol_accuracy_and_memory_numbers_recomputed(built):
+    values, runs = built
+    keras = runs[runs.experiment == "keras-backends-2017"]
+    # images/s of the 100-epoch runs over the 10-epoch ones, ResNet-50 with MXNet (the only rows with both):
+    # 16 GPUs, 1973.56 / 1450.43 (the seed's table), the largest
+    rr = keras[(keras.protocol == "reduce-randomization") & (keras.framework == "mxnet") & (keras.model == "resnet50")]
+    plain = keras[(keras.protocol == "plain") & (keras.framework == "mxnet") & (keras.model == "resnet50")]
+    both = rr.merge(plain, on="workers")
+    assert values["KerasProtocolSpeedMax"]["value"] == pytest.approx(
+        (both.throughput_total_x / both.throughput_total_y).max()
+    )
+    assert values["KerasProtocolSpeedMax"]["value"] == pytest.approx(1973.56 / 1450.43)
+    # test accuracy, as the seed's table prints it (table 2)
+    for name, protocol, framework, workers, expected in (
+        ("KerasPlainAccOne", "plain", "mxnet", 1, 0.67),
+        ("KerasPlainAccSixteen", "plain", "mxnet", 16, 0.42),
+        ("KerasLongAccOne", "reduce-randomization", "mxnet", 1, 0.80),
+        ("KerasLongAccSixteen", "reduce-randomization", "mxnet", 16, 0.77),
+        ("KerasTFAccOne", "reduce-randomization", "tensorflow", 1, 0.80),
+        ("KerasTFAccSixteen", "reduce-randomization", "tensorflow", 16, 0.73),
+    ):
+        row = _one(keras, model="resnet50", protocol=protocol, framework=framework, workers=workers)
+        assert values[name]["value"] == row.accuracy_test == expected, name
+    assert values["KerasTFMemoryOne"]["text"] == "10946"
+    assert (values["KerasPlainEpochs"]["value"], values["KerasLongEpochs"]["value"]) == (10, 100)
+    # figure 4's medians per GPU kind and without the 64-GPU distributed pairs, like for like
+    tf = runs[(runs.experiment == "tf-benchmarks-2017") & runs.model.isin(["inception3", "resnet50"])]
+    key = ["platform", "device", "data", "batch_per_worker", "workers", "framework"]
+    both = tf[tf.model == "resnet50"].merge(tf[tf.model == "inception3"], on=key)
+    like = both[both.variable_update_x.fillna("-") == both.variable_update_y.fillna("-")]
+    like = like.assign(r=like.throughput_total_x / like.throughput_total_y)
+    assert values["MedianResnetInceptionPHundred"]["value"] == pytest.approx(like[like.device == "P100"].r.median())
+    assert values["MedianResnetInceptionKEighty"]["value"] == pytest.approx(like[like.device == "K80"].r.median())
+    kept = like[~((like.platform == "aws-p2.8xlarge-distributed") & (like.workers == 64))]
+    assert len(kept) == len(like) - 2
+    assert values["MedianResnetInceptionNoSixtyFour"]["value"] == pytest.approx(kept.r.median())
+    assert values["MedianResnetInceptionNoSixtyFour"]["text"] == "1.599"
+
+
+def test_timeline_numbers_recomputed(built):
+    values, runs = built
+    timelines = runs[runs.experiment == "horovod-timelines-2019"].set_index("workers")
+    assert sorted(timelines.index) == [4, 12]
+    for n, name in ((4, "Four"), (12, "Twelve")):
+        row = timelines.loc[n]
+        assert values[f"TimelineStep{name}"]["value"] == pytest.approx(row.step_time_ms)
+        assert values[f"TimelineNegotiateShare{name}"]["value"] == pytest.approx(
+            row.step_negotiate_ms / row.step_time_ms
+        )
+        assert values[f"TimelineComm{name}"]["value"] == pytest.approx(row.step_comm_ms)
+        assert values[f"TimelineExposed{name}"]["value"] == pytest.approx(row.step_comm_exposed_ms)
+    overlap = 1 - timelines.step_comm_exposed_ms / timelines.step_comm_ms  # per-step means: the share's bound
+    assert values["TimelineOverlapMin"]["value"] == pytest.approx(timelines.step_comm_overlap_share.min())
+    assert abs(values["TimelineOverlapMin"]["value"] - overlap.min()) < 0.01
+    # negotiation dominates: most of every step, in both files
+    assert min(values["TimelineNegotiateShareFour"]["value"], values["TimelineNegotiateShareTwelve"]["value"]) > 0.5

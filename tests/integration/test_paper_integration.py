@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import run_module
+from helpers import printed_latex, run_module
 from test_paper import FIGURES, MAIN, TABLES, glyph_size, latex_log_problems, pdf_chars
 
 
@@ -95,3 +95,7 @@ def test_no_text_in_the_pdf_is_below_6_pt(built):
             small.append(f"page {number}: {char.get_text()!r} {glyph_size(char):.1f} pt ({char.fontname})")
     assert in_figures > 1000, "the figures' text was not found in the PDF (drawn as paths?)"
     assert not small, small[:20]
+
+
+def test_no_caption_prints_latex_as_typed(built):
+    assert printed_latex(pdf_text(built)) == []

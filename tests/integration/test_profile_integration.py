@@ -87,7 +87,7 @@ def test_two_gloo_ranks_record_and_summarize_their_timeline(tmp_path, framework,
     # figure 9 draws the run
     build = run_module("scalestudy.paper", "figure-9", "source=measured", f"out_dir={tmp_path / 'paper'}", uri=uri)
     points = json.loads((tmp_path / "paper" / "figures" / "figure-9.json").read_text())["points"]
-    assert {p["y"] for p in points} == {"step_compute_ms", "step_comm_exposed_ms", "step_comm_ms"}
+    assert {p["y"] for p in points} == {"step_time_ms", "step_negotiate_ms", "step_comm_ms", "step_comm_exposed_ms"}
     drawn = {p["y"]: p["value"] for p in points}
     assert drawn["step_comm_ms"] == pytest.approx(run["step_comm_ms"])
     assert "figure-9" in build.stdout

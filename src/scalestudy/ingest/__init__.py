@@ -46,7 +46,8 @@ def read_source(folder: Path) -> dict[str, str]:
     if not path.is_file():
         raise SchemaError(f"{path}: missing (every reference dataset names its source there)")
     try:
-        source = yaml.safe_load(read_text(path))
+        # libyaml's loader where built in: a source.yaml may list hundreds of raw files (mlperf-training-resnet)
+        source = yaml.load(read_text(path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -64,7 +65,7 @@ def fetched_raw_files(folder: Path, source: dict) -> tuple[dict[str, Path], dict
     (ingest/fetch.py): ({path: file}, the source with `raw_dir`, the dataset's folder in the cache)."""
     from .fetch import cache_dir, fetch_raw_files, raw_files
 
-    files = fetch_raw_files(folder.name, raw_files(source, folder))
+    files = fetch_raw_files(folder.name, raw_files(source, folder), source.get("mirror_folder"))
     # Where each was read -> its path in the dataset: a cache that cannot be written gives the mirror's copy,
     # which must name the same path (a run's identity does not depend on where its file was read from).
     read_at = {str(file.resolve()): path for path, file in files.items()}
@@ -155,7 +156,16 @@ def csv_params(row: dict[str, str], where: str, columns: Mapping[str, str], **fi
 
 def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
     """Dataset folder name -> its parser."""
-    from . import hacksa, horovod_docs, keras_backends, keras_multi_gpu, malik, tf_benchmarks
+    from . import (
+        hacksa,
+        horovod_docs,
+        horovod_timelines,
+        keras_backends,
+        keras_multi_gpu,
+        malik,
+        mlperf_training,
+        tf_benchmarks,
+    )
 
     return {
         "tf-benchmarks-2017": tf_benchmarks.read,
@@ -164,4 +174,6 @@ def registry() -> dict[str, Callable[[Path], list[RunRecord]]]:
         "horovod-docs": horovod_docs.read,
         "malik-2018": malik.read,
         "keras-multi-gpu-2017": keras_multi_gpu.read,
+        "horovod-timelines-2019": horovod_timelines.read,
+        "mlperf-training-resnet": mlperf_training.read,
     }

@@ -130,15 +130,19 @@ def _key_lines(path: Path) -> dict:
     return lines
 
 
-def fetch_raw_files(dataset: str, files: list[RawFile]) -> dict[str, Path]:
+def fetch_raw_files(dataset: str, files: list[RawFile], mirror_folder: str | None = None) -> dict[str, Path]:
     """{path: file in the cache} for every raw file of `dataset`, each verified against its SHA-256 (see the
-    module's docstring for where a file comes from). Raises SchemaError, one line, for a file that cannot be had."""
+    module's docstring for where a file comes from). `mirror_folder` (source.yaml) is the mirror's folder for the
+    dataset where it is not the dataset's name (the profiles of ../shared/reference/profiles); the cache's layout,
+    <dataset>/<path>, is looked for in the mirror too. Raises SchemaError, one line, for a file that cannot be
+    had."""
     cache = cache_dir() / dataset
     mirror = mirror_dir()
-    return {raw.path: _fetch_one(dataset, raw, cache, mirror) for raw in files}
+    folders = [*([mirror_folder] if mirror_folder else []), dataset]
+    return {raw.path: _fetch_one(dataset, raw, cache, mirror, folders) for raw in files}
 
 
-def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None) -> Path:
+def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None, folders: list[str]) -> Path:
     target = cache / raw.path
     stale = ""
     if target.is_file():
@@ -147,28 +151,29 @@ def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None) -> 
             return target
         stale = f"; the cached copy {target} has SHA-256 {got[:12]}..., not {raw.sha256[:12]}..."
     how = (
-        f"download {raw.url} to {target}, or set {MIRROR_ENV}=DIR with the file at DIR/{dataset}/{raw.path} "
+        f"download {raw.url} to {target}, or set {MIRROR_ENV}=DIR with the file at DIR/{folders[0]}/{raw.path} "
         f"(its SHA-256 is pinned at {raw.where})"
     )
-    if mirror is not None:
-        copy = mirror / dataset / raw.path
-        if copy.is_file():
-            got = sha256_of(copy)
-            if got != raw.sha256:
-                raise SchemaError(
-                    f"{copy}: SHA-256 {got[:12]}... is not the {raw.sha256[:12]}... that {raw.where} pins "
-                    f"(a corrupted or different file): replace it with {raw.url}"
-                )
-            try:
-                _copy_into(copy, target)
-            except OSError:  # a cache that cannot be written (a read-only home in a container): the verified copy
-                return copy
-            return target
+    copies = [mirror / folder / raw.path for folder in folders] if mirror is not None else []
+    for copy in (c for c in copies if c.is_file()):
+        got = sha256_of(copy)
+        if got != raw.sha256:
+            raise SchemaError(
+                f"{copy}: SHA-256 {got[:12]}... is not the {raw.sha256[:12]}... that {raw.where} pins "
+                f"(a corrupted or different file): replace it with {raw.url}"
+            )
+        try:
+            _copy_into(copy, target)
+        except OSError:  # a cache that cannot be written (a read-only home in a container): the verified copy
+            return copy
+        return target
     try:
         return _download(raw, target)
     except _DownloadError as err:
         looked = f"not in the cache ({target})" + (
-            f", nor in the mirror ({mirror / dataset / raw.path})" if mirror else f", no mirror ({MIRROR_ENV} unset)"
+            f", nor in the mirror ({' or '.join(str(c) for c in copies)})"
+            if mirror
+            else f", no mirror ({MIRROR_ENV} unset)"
         )
         raise SchemaError(f"{dataset}/{raw.path}: {looked}, and {err}{stale}: {how}") from None
 

@@ -9,6 +9,7 @@ following the study's own reading (experiments/reference/hacksa-2019/README.md):
   global_step. At the last logged step, throughput_per_worker = mean of `average_examples_per_sec` over the
   ranks' lines and throughput_total = their sum. A group with fewer lines than ranks gives the mean of what is
   there and mean x N as total, with a `throughput_note` tag saying so.
+- time_first_interval_s, time_steady_interval_s: the logging hook's ten-step timings (tf_hooks.py).
 - series step_throughput_total: per logged step, the sum over ranks of `current_examples_per_sec`, stamped with
   the latest timestamp of the step's lines.
 - a log without `Training took` is a FAILED run whose `failure_reason` quotes the log (Slurm time limit, lost
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
 from . import fetched_raw_files, published_tags, read_source, read_text
+from .tf_hooks import warmup_intervals
 
 # The cluster (BSC, Barcelona) logs local time, which is CET = UTC+1 in December and January, the months of
 # every log here. Checked on the data (and by read_log on every import): with this offset each log's first
@@ -322,6 +324,7 @@ def read_log(path: Path, source: dict[str, str]) -> RunRecord:
                     f"the initialisation ({metrics['time_init_s']:.3f} s)"
                 )
 
+    metrics.update(warmup_intervals(read_text(path)))
     # Benchmark lines: one per rank per logged step, not labelled by rank.
     groups: dict[str, dict[int, list[_Bench]]] = {name: defaultdict(list) for name in BENCH_NAMES}
     by_step: dict[int, list[_Bench]] = defaultdict(list)

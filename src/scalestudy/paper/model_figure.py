@@ -17,7 +17,6 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from .figures import COLORS
 
@@ -25,6 +24,7 @@ WIDTH_IN = 16 / 2.54  # the paper's text width
 FONT_PT = 7.5  # every text of the figure (titles 8.5); the minimum is 7
 CLAIM_MARKERS = ["*", "P", "X", "D"]
 MARKER_NAMES = {"*": "star", "P": "plus", "X": "cross", "D": "diamond"}
+BAND_DODGE = 0.07  # doublings between the band bars of neighbouring series
 DODGE = 0.09  # coincident points are moved apart by this much of a doubling of the GPU count
 
 
@@ -43,6 +43,18 @@ def dodged(claims: pd.DataFrame) -> pd.DataFrame:
         claims.loc[same.index, "marker"] = np.arange(len(same))
         claims.loc[same.index, "dodged"] = True
     return claims
+
+
+def _band(ax, curve: pd.DataFrame, fit_max: int, color, position: float) -> None:
+    """The model's 95 % band as a bar at each power of two beyond the fit, the series side by side (`position`
+    steps of BAND_DODGE doublings): translucent areas of several series overlap until none can be told apart."""
+    workers = curve["workers"].to_numpy(dtype=float)
+    bars = curve[(workers > fit_max) & np.isclose(np.log2(workers), np.round(np.log2(workers)))]
+    if bars.empty:
+        return
+    ax.errorbar(bars["workers"] * 2.0 ** (position * BAND_DODGE), bars["efficiency"],
+                yerr=[bars["efficiency"] - bars["low"], bars["high"] - bars["efficiency"]],
+                fmt="none", ecolor=color, elinewidth=1.0, capsize=1.8, capthick=0.8, zorder=4)  # fmt: skip
 
 
 def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
@@ -65,8 +77,8 @@ def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
                 rows = part[part["series"] == name]
                 curve = rows[rows["kind"] == "model"].sort_values("workers")
                 if len(curve):
-                    ax.fill_between(curve["workers"], curve["low"], curve["high"], color=color[name], alpha=0.12, lw=0)
                     ax.plot(curve["workers"], curve["efficiency"], color=color[name], ls="--", lw=1.1)
+                    _band(ax, curve, fit_max, color[name], series.index(name) - (len(series) - 1) / 2)
                 seen = rows[rows["kind"] == "observed"].sort_values("workers")
                 if len(seen):
                     ax.plot(seen["workers"], seen["efficiency"], color=color[name], lw=1.1, label=name)
@@ -124,10 +136,10 @@ def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
         keys = [
             Line2D([], [], color="black", marker="o", lw=1.1, ms=3.8),
             Line2D([], [], color="black", marker="o", mfc="white", lw=0, ms=3.8),
-            (Patch(color="black", alpha=0.12, lw=0), Line2D([], [], color="black", ls="--", lw=1.1)),
+            Line2D([], [], color="black", ls="--", lw=1.1, marker="|", ms=8, mew=0.9),
             Line2D([], [], color="white", marker="*", mfc="gray", mec="black", lw=0, ms=9),
         ]
-        labels = ["measured, fitted", "measured, held out", "model, 95 % band", "claimed"]
+        labels = ["measured, fitted", "measured, held out", "model; bar: 95 % band", "claimed"]
         fig.legend(keys, labels, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.075))
         note = textwrap.fill(" ".join(n for n in notes if n), 118)
         fig.text(0.01, 0.008, note, ha="left", va="bottom", color="dimgray")

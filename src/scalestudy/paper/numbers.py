@@ -55,9 +55,22 @@ def value(runs: pd.DataFrame, *, column: str, where: Mapping | None = None) -> f
     return _one(_where(runs, where), column, where)
 
 
-def scaled(runs: pd.DataFrame, *, column: str, group: Sequence[str], where: Mapping | None = None) -> float:
-    """A speedup or efficiency (derive.scaling over `group`) of the one run `where` picks."""
+def scaled(runs: pd.DataFrame, *, column: str, group: Sequence[str], where: Mapping | None = None,
+           warmup_out: bool = False) -> float:  # fmt: skip
+    """A speedup or efficiency (derive.scaling over `group`) of the one run `where` picks; with `warmup_out`, of
+    work times without the warm-up's extra time (derive.without_warmup)."""
+    runs = derive.without_warmup(runs) if warmup_out else runs
     return _one(_where(derive.scaling(runs, group=group), where), column, where)
+
+
+def warmup_extra(runs: pd.DataFrame, *, how: str, per: str | None = None, where: Mapping | None = None) -> float:
+    """The smallest or largest extra time of the warm-up (derive.without_warmup's time_warmup_extra_s) over the
+    runs that log it, in seconds or, with `per` (time_work_s), as a share of that column."""
+    if how not in ("min", "max"):
+        raise ValueError(f"how={how!r}: min or max")
+    rows = _where(derive.without_warmup(runs), where)
+    extra = rows["time_warmup_extra_s"] / (runs.loc[rows.index, per] if per else 1.0)
+    return float(getattr(extra.dropna(), how)())
 
 
 def count(runs: pd.DataFrame, *, where: Mapping | None = None, group: Sequence[str] | None = None,
@@ -99,10 +112,14 @@ def above(runs: pd.DataFrame, *, column: str, threshold: float, group: Sequence[
 
 
 def ratio_median(runs: pd.DataFrame, *, between: str, numerator, denominator, also_differ: Sequence[str] = (),
-                 where: Mapping | None = None) -> float:  # fmt: skip
-    """The median of derive.ratio's like-for-like ratios (of the pairs `where` picks)."""
-    pairs = derive.ratio(runs, between=between, numerator=numerator, denominator=denominator, also_differ=also_differ)
-    return float(_where(pairs, where)["ratio"].median())
+                 where: Mapping | None = None, unless: Mapping | None = None) -> float:  # fmt: skip
+    """The median of derive.ratio's like-for-like ratios (of the pairs `where` picks, less those that match
+    every entry of `unless`)."""
+    pairs = _where(derive.ratio(runs, between=between, numerator=numerator, denominator=denominator,
+                                also_differ=also_differ), where)  # fmt: skip
+    if unless:
+        pairs = pairs.drop(index=_where(pairs, unless).index)
+    return float(pairs["ratio"].median())
 
 
 def ratio_pairs(runs: pd.DataFrame, *, between: str, numerator, denominator, also_differ: Sequence[str] = (),

@@ -51,6 +51,29 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
     return chosen.reset_index(drop=True)
 
 
+def contributing(chosen: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The chosen runs that the derived table uses: those named in its run-id columns (run_id, or
+    numerator_run_id and denominator_run_id of a ratio); all of them where the table names none. A run that
+    pairs with nothing gives no ratio, so it is not behind the figure."""
+    columns = [c for c in table.columns if c == "run_id" or str(c).endswith("_run_id")]
+    if not columns:
+        return chosen
+    used = set(pd.unique(table[columns].to_numpy().ravel()))
+    return chosen[chosen["run_id"].isin(used)].reset_index(drop=True)
+
+
+def run_entries(chosen: pd.DataFrame, *columns: str) -> list[dict]:
+    """The sidecar's list of runs: each run's id in this store and its import key (the `import_key` tag of a
+    published run: the same in every store that imported the dataset, so a reader's store finds the run by
+    experiment and key), with `columns`."""
+    keys = chosen["import_key"] if "import_key" in chosen else pd.Series(None, index=chosen.index)
+    out = []
+    for (_, run), key in zip(chosen.iterrows(), keys):
+        entry = {"run_id": run["run_id"], "import_key": None if pd.isna(key) else str(key)}
+        out.append({**entry, **{c: run[c] for c in ("run_name", "experiment", "source", *columns)}})
+    return sorted(out, key=lambda e: e["run_id"])
+
+
 def ui_entry(name: str, chosen: pd.DataFrame, title: str = "") -> dict:
     """The sidecar's links to the chosen runs in MLflow's UI (scalestudy.ui.links), for a figure or a table."""
     runs = zip(chosen["run_id"], chosen["experiment_id"].astype(str), chosen["experiment"].astype(str))

@@ -25,7 +25,7 @@ from ..derive import same
 from ..files import atomic_files
 from .formats import fmt, label
 from .latex import render
-from .selection import select_runs, ui_entry
+from .selection import run_entries, select_runs, ui_entry
 from .sidecars import json_text, plain
 
 # ----------------------------------------------------------------------------------------------
@@ -459,16 +459,7 @@ def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, c
         "runs": spec["runs"],
         "compute": spec.get("compute"),
         "data": sidecar_data,
-        "mlflow_runs": [
-            {
-                "run_id": r.run_id,
-                "run_name": r.run_name,
-                "experiment": r.experiment,
-                "source": r.source,
-                "status": r.status,
-            }
-            for r in chosen.sort_values("run_id").itertuples()
-        ],
+        "mlflow_runs": run_entries(chosen, "status"),
         # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
         "mlflow_ui": ui_entry(name, chosen),
     }

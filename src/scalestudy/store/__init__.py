@@ -36,11 +36,20 @@ from .address import StoreError, artifact_root, check_uri, sqlite_path, tracking
 from .lock import store_lock
 from .read import load_runs, load_series, run_tag_values
 from .views import SAVED_VIEW_TAG, describe_experiments, save_views
-from .write import check_records, log_measured_run, log_metrics, relocate_artifacts, sync_experiment
+from .write import (
+    SyncPlan,
+    check_records,
+    log_measured_run,
+    log_metrics,
+    relocate_artifacts,
+    sync_experiment,
+    sync_runs,
+)
 
 __all__ = [
     "SAVED_VIEW_TAG",
     "StoreError",
+    "SyncPlan",
     "artifact_root",
     "check_records",
     "check_uri",
@@ -55,5 +64,6 @@ __all__ = [
     "sqlite_path",
     "store_lock",
     "sync_experiment",
+    "sync_runs",
     "tracking_uri",
 ]

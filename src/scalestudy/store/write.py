@@ -11,6 +11,8 @@ import re
 import signal
 import sqlite3
 import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from itertools import zip_longest
 from pathlib import Path
 from urllib.parse import urlparse
@@ -32,7 +34,7 @@ from .address import (
     tracking_uri,
 )
 from .lock import as_store_error, store_lock
-from .read import search_all
+from .read import reader, search_all
 from .seal import VALUES_HASH, changed_parts, differences, expected_history, expected_values, values_digest
 
 log = logging.getLogger(__name__)
@@ -253,51 +255,107 @@ def sync_experiment(
     Every record is checked before anything is written; if a write fails, the runs written so far by this call
     are deleted again.
     """
+    plan = sync_runs(experiment, records, uri)
+    if notes is not None:
+        notes.extend(plan.notes)
+    return plan.counts()
+
+
+@dataclass
+class SyncPlan:
+    """What sync_runs did (or, dry, would do): each record's fate by key, and the runs it removed."""
+
+    status: dict[str, str] = field(default_factory=dict)  # record key -> created | updated | unchanged | repaired
+    removed: list[dict[str, str]] = field(default_factory=list)  # tags of the runs deleted as gone from the source
+    repaired: int = 0  # incomplete runs an interrupted import left, deleted
+    notes: list[str] = field(default_factory=list)  # what was repaired: a line per run
+
+    def counts(self) -> dict[str, int]:
+        states = list(self.status.values())
+        return {
+            "created": states.count("created"),
+            "updated": states.count("updated"),
+            "unchanged": states.count("unchanged"),
+            "deleted": len(self.removed),
+            "repaired": self.repaired + states.count("repaired"),
+        }
+
+
+# (key, tags, metrics) of a run whose key no record has -> the key of the record that replaces it, or None.
+Claim = Callable[[str, Mapping[str, str], Mapping[str, float]], "str | None"]
+
+
+def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None, *, keep_others: bool = False,
+              claim: Claim | None = None, dry_run: bool = False) -> SyncPlan:  # fmt: skip
+    """sync_experiment with choices: `keep_others` leaves the runs whose key no record has (an additive import);
+    `claim` lets a record take over such a run (a key scheme that changed: the old run is replaced, not kept
+    beside it); `dry_run` plans without writing (nor creating the store or the experiment)."""
     uri = uri or tracking_uri()
-    notes = [] if notes is None else notes
     check_records(experiment, records)
+    if dry_run:
+        path = sqlite_path(check_uri(uri))
+        if path is not None and not path.is_file():
+            return SyncPlan(status={rec.key: "created" for rec in records})
+        with store_lock(uri, write=False):
+            client = reader(uri)
+            found = client.get_experiment_by_name(experiment)
+            if found is None or found.lifecycle_stage != "active":
+                return SyncPlan(status={rec.key: "created" for rec in records})
+            return _plan(client, uri, found, records, keep_others, claim)[0]
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
-        experiment = client.get_experiment(ensure_experiment(client, uri, experiment))
-        existing: dict[str, list] = {}
-        incomplete = []
-        for run in search_all(client, [experiment.experiment_id]):
-            if run.data.tags.get(CONTENT_HASH) is None or run.info.status not in ("FINISHED", "FAILED"):
-                incomplete.append(run.info.run_id)  # left by a write that was cut short
-            else:
-                existing.setdefault(run.data.tags.get("import_key"), []).append(run)
-        if incomplete:
-            notes.append(f"{len(incomplete)} incomplete run(s) left by an interrupted import deleted")
-        histories = _histories(client, uri, [runs[0].info.run_id for runs in existing.values() if len(runs) == 1])
-        deleted = _deleted_keys(client, experiment.experiment_id)
-        plan, kinds = [], {"created": 0, "updated": 0, "repaired": len(incomplete)}  # plan: (record, digest, replaced)
-        for rec in records:
-            digest, old = rec.content_hash(), existing.pop(rec.key, [])
-            kind = "updated" if old else "created"
-            if len(old) == 1 and old[0].data.tags[CONTENT_HASH] == digest:
-                changed = _changed(old[0], rec, histories.get(old[0].info.run_id, []))
-                if not changed:
-                    continue
-                notes.append(f"run {old[0].info.run_id} (key {rec.key}): {'; '.join(changed)}")
-                kind = "repaired"
-            elif not old and (rec.key, digest) in deleted:
-                notes.append(f"run of key {rec.key} was deleted outside an import: written again")
-                kind = "repaired"
-            kinds[kind] += 1
-            plan.append((rec, digest, [run.info.run_id for run in old]))
-        vanished = [run.info.run_id for runs in existing.values() for run in runs]  # keys gone from the source
-        counts = {
-            "created": kinds["created"],
-            "updated": kinds["updated"],
-            "unchanged": len(records) - len(plan),
-            "deleted": len(vanished),
-            "repaired": kinds["repaired"],
-        }
-        stale = experiment.tags.get(IMPORT_STATE) != "complete" or experiment.tags.get(IMPORT_RUNS) != str(len(records))
-        if plan or vanished or incomplete or stale:
-            previous = experiment.tags.get(IMPORT_STATE, "complete")
-            _apply(client, experiment.experiment_id, plan, vanished + incomplete, previous, len(records))
-    return counts
+        found = client.get_experiment(ensure_experiment(client, uri, experiment))
+        plan, writes, to_delete, n_runs = _plan(client, uri, found, records, keep_others, claim)
+        stale = found.tags.get(IMPORT_STATE) != "complete" or found.tags.get(IMPORT_RUNS) != str(n_runs)
+        if writes or to_delete or stale:
+            previous = found.tags.get(IMPORT_STATE, "complete")
+            _apply(client, found.experiment_id, writes, to_delete, previous, n_runs)
+    return plan
+
+
+def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: bool, claim: Claim | None):
+    """(the plan, the writes [(record, digest, runs it replaces)], the runs to delete besides, how many runs the
+    experiment holds after). A run whose content hash matches its record is also compared with the record's
+    values (_changed); one that differs, or one deleted outside an import, is written again (`repaired`)."""
+    existing: dict[str, list] = {}
+    others: dict[str, dict[str, str]] = {}  # run id -> tags of the runs no record's key names
+    incomplete = []
+    keys = {rec.key for rec in records}
+    for run in search_all(client, [experiment.experiment_id]):
+        digest, key = run.data.tags.get(CONTENT_HASH), run.data.tags.get("import_key")
+        if digest is None or run.info.status not in ("FINISHED", "FAILED"):
+            incomplete.append(run.info.run_id)  # left by a write that was cut short
+            continue
+        if key not in keys and claim is not None:
+            key = claim(key or "", run.data.tags, run.data.metrics) or key
+        if key in keys:
+            existing.setdefault(key, []).append(run)
+        else:
+            others[run.info.run_id] = dict(run.data.tags)
+    plan, writes = SyncPlan(repaired=len(incomplete)), []
+    if incomplete:
+        plan.notes.append(f"{len(incomplete)} incomplete run(s) left by an interrupted import deleted")
+    histories = _histories(client, uri, [runs[0].info.run_id for runs in existing.values() if len(runs) == 1])
+    deleted = _deleted_keys(client, experiment.experiment_id)
+    for rec in records:
+        digest, old = rec.content_hash(), existing.pop(rec.key, [])
+        if len(old) == 1 and old[0].data.tags[CONTENT_HASH] == digest:
+            changed = _changed(old[0], rec, histories.get(old[0].info.run_id, []))
+            if not changed:
+                plan.status[rec.key] = "unchanged"
+                continue
+            plan.notes.append(f"run {old[0].info.run_id} (key {rec.key}): {'; '.join(changed)}")
+            plan.status[rec.key] = "repaired"
+        elif not old and (rec.key, digest) in deleted:
+            plan.notes.append(f"run of key {rec.key} was deleted outside an import: written again")
+            plan.status[rec.key] = "repaired"
+        else:
+            plan.status[rec.key] = "updated" if old else "created"
+        writes.append((rec, digest, [run.info.run_id for run in old]))
+    vanished = [] if keep_others else list(others)  # keys gone from the source
+    plan.removed = [others[run_id] for run_id in vanished]
+    n_runs = len(records) + (len(others) if keep_others else 0)
+    return plan, writes, vanished + incomplete, n_runs
 
 
 def _changed(run, rec: RunRecord, history: list[tuple[str, int, float]]) -> list[str]:

@@ -227,6 +227,12 @@ def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
     where = {
         r.run_id: (r.experiment_id, r.experiment) for r in runs[["run_id", "experiment_id", "experiment"]].itertuples()
     }
+    # A sidecar built from another store (the paper's, on a reader's fresh import) names other run ids: its runs
+    # are found by their experiment and import key, which every store that imported the dataset shares.
+    by_key = {}
+    if "import_key" in runs:
+        for r in runs[["run_id", "experiment", "import_key"]].dropna().itertuples():
+            by_key[(r.experiment, r.import_key)] = r.run_id
     views: dict[str, dict[str, str]] = {}
 
     def keep(view, place: int) -> str:
@@ -245,7 +251,12 @@ def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
     )
     sidecars = _sidecars(paper)
     for place, (name, path, data) in enumerate(sidecars, start=1):
-        run_ids = [str(r["run_id"]) for r in data["mlflow_runs"]]
+        run_ids = [
+            str(r["run_id"])
+            if r["run_id"] in where
+            else by_key.get((r.get("experiment"), r.get("import_key")), r["run_id"])
+            for r in data["mlflow_runs"]
+        ]
         missing = [r for r in run_ids if r not in where]
         if missing or not run_ids:
             lines.append(

@@ -9,10 +9,19 @@ transaction, as for the published datasets).
 What a log does not say (the platform, often the device or the framework) comes from `LogOptions`; a schema
 param that neither the log nor the options give stops the import with the file:line of the run and the option
 that supplies it. An option given by the caller overrides what the log says (the log's words stay in a tag).
+
+A run's identity (its key) is its content: `sha256:<SHA-256 of the file's bytes>`, `#N` for the N-th run of a file
+of several (a tf_cnn_benchmarks JSON folder: of its benchmark.log and metric.log), never its name or path. The
+same bytes found under two paths are one run (`LogImport.duplicates`); the tags that only say where the file was
+found (LOCATION_TAGS) are left out of the run's content hash, so the same file imported again from anywhere
+changes nothing. Runs that the importer keyed by file name before (`legacy_claim`) are taken over by their
+content-keyed record on re-import. A reference dataset that reads its raw logs with these parsers keys them by
+name (`LogOptions.key_prefix`), as before.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -34,10 +43,16 @@ FORMAT_NAMES = {
 # mlperf parser from beside the results, never as logs).
 SKIPPED_SUFFIXES = {".md", ".rst", ".yaml", ".yml", ".csv", ".py", ".sh", ".png", ".pdf"}
 # A `[1,0]<stdout>:` (Open MPI --tag-output) or `[0]:` / `0:` (other launchers) prefix on a line: (rank, rest).
-RANK_PREFIX_RE = re.compile(r"^\[(?:\d+,)?(?P<rank>\d+)\](?:<std(?:out|err)>)?:\s?(?P<rest>.*)$")
+RANK_PREFIX_RE = re.compile(r"^\s*\[(?:\d+,)?(?P<rank>\d+)\](?:<std(?:out|err)>)?:\s?(?P<rest>.*)$")
 # The last line of a Python traceback: `module.SomeError: message` (also TensorFlow's `X (see above ...): msg`).
 PY_ERROR_RE = re.compile(r"^(?P<text>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)\b(?:[^:\n]*)?:.*)$")
 VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct")
+KEY_PREFIX = "sha256:"
+WARNING_TAG = "import_warning"  # what a parser warns about (a malformed file beside the log): printed by the command
+# Tags that say where a log was found, not what it says: outside a content-keyed run's content hash.
+LOCATION_TAGS = frozenset(
+    {"log_file", "log_path", "source_line", "source_lines", DESCRIPTION_TAG, "system_description", WARNING_TAG}
+)
 
 
 @dataclass(frozen=True)
@@ -87,22 +102,54 @@ def run_tags(options: LogOptions, path: Path, line: int, lines: Mapping[str, int
         }
     tags["log_format"] = fmt
     tags["log_file"] = path.name
-    tags["source_lines"] = "; ".join(f"{name}: {path.name}:{n}" for name, n in lines.items())
+    # a line in another file (MLPerf's system description) is given as 'file:line'
+    tags["source_lines"] = "; ".join(
+        f"{name}: {n if isinstance(n, str) else f'{path.name}:{n}'}" for name, n in lines.items()
+    )
+    if not keyed_by_name(options, path):
+        tags["log_path"] = str(path)
+        tags["log_sha256"] = content_digest(path.parent if tf_cnn_json_dir(path.parent) else path)
     return tags
 
 
+def keyed_by_name(options: LogOptions, path: Path) -> bool:
+    """Whether the caller keys this file's runs by a name it gave (a reference dataset's raw log)."""
+    return path in options.key_prefix or path.parent in options.key_prefix
+
+
+def content_digest(path: Path) -> str:
+    """SHA-256 of a log file's bytes; of a tf_cnn_benchmarks JSON folder, of its benchmark.log and metric.log."""
+    if path.is_dir():
+        digest = hashlib.sha256()
+        for name in ("benchmark.log", "metric.log"):
+            data = (path / name).read_bytes()
+            digest.update(f"{name}\0{len(data)}\0".encode())
+            digest.update(data)
+        return digest.hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def run_key(options: LogOptions, path: Path, index: int | None = None) -> str:
-    """A run's stable key: the file's name (or the prefix the caller gave for it) and, for a file of several
-    runs, its ordinal (#1, #2, ...)."""
-    name = options.key_prefix.get(path, path.name)
+    """A run's stable key: `sha256:<content_digest>` (or the name the caller gave for the file) and, for a file of
+    several runs, its ordinal (#1, #2, ...)."""
+    name = options.key_prefix.get(path) or KEY_PREFIX + content_digest(path)
     return name if index is None else f"{name}#{index}"
+
+
+class LogRecord(RunRecord):
+    """A content-keyed run of a log: its content hash leaves out where the file was found (LOCATION_TAGS)."""
+
+    def content_hash(self) -> str:
+        kept = {k: v for k, v in self.tags.items() if k not in LOCATION_TAGS}
+        return RunRecord.content_hash(replace(self, tags=kept))
 
 
 def log_record(options: LogOptions, path: Path, index: int | None, *, params: dict, metrics: dict, tags: dict,
                where: str, status: str = "FINISHED", start_ms: int | None = None,
                end_ms: int | None = None) -> RunRecord:  # fmt: skip
     """One run of a log as the importers write it: keyed by `run_key`, in the caller's experiment."""
-    return RunRecord(
+    kind = RunRecord if keyed_by_name(options, path) else LogRecord
+    return kind(
         experiment=options.experiment,
         key=run_key(options, path, index),
         params=params,
@@ -214,31 +261,78 @@ def _files(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
     return found
 
 
-def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:
-    """Every run of every log in `paths` (files or folders), in order; nothing written."""
-    records: list[RunRecord] = []
+@dataclass
+class LogImport:
+    """What read_logs found: the runs, in file order, and the files skipped as the same bytes as one read before."""
+
+    records: list[RunRecord] = field(default_factory=list)
+    duplicates: list[tuple[Path, Path]] = field(default_factory=list)  # (file skipped, the file it repeats)
+    formats: dict[Path, str] = field(default_factory=dict)  # file read -> its format
+
+    def legacy_claim(self) -> Callable[[str, Mapping[str, str], Mapping[str, float]], str | None]:
+        """store.write.Claim for the runs an earlier version of this importer keyed by the file's name or its path
+        inside the folder given (`result_0.txt`, `training_results_v1.0/NVIDIA/results/x/resnet/result_0.txt`,
+        `trace.txt#2`): such a run is taken over by the record of the same format, file name and run number whose
+        numbers are its own (the same throughput; the same source line for a failed run), wherever the file lies
+        now."""
+        candidates: dict[tuple[str, str], list[RunRecord]] = {}
+        for rec in self.records:
+            path = Path(rec.tags.get("log_path", ""))
+            name = path.parent.name if rec.tags.get("log_format") == "tf_cnn_json" else path.name
+            number = rec.key.partition("#")[2]
+            candidates.setdefault((rec.tags["log_format"], f"{name}#{number}" if number else name), []).append(rec)
+
+        def claim(key: str, tags: Mapping[str, str], metrics: Mapping[str, float]) -> str | None:
+            if key.startswith(KEY_PREFIX) or "log_sha256" in tags:
+                return None  # keyed by content already
+            for rec in candidates.get((tags.get("log_format", ""), key.rpartition("/")[2]), []):
+                mine, theirs = rec.metrics.get("throughput_total"), metrics.get("throughput_total")
+                if mine is None and theirs is None:
+                    same = rec.tags.get("source_line") == tags.get("source_line")
+                else:
+                    same = mine is not None and theirs is not None and abs(mine - theirs) <= 1e-9 * abs(mine)
+                if same:
+                    return rec.key
+            return None
+
+        return claim
+
+
+def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | None = None) -> LogImport:
+    """Every run of every log in `paths` (files or folders), in order; nothing written. A file whose bytes
+    repeat a file read before (a republished copy) is not read again but listed in `duplicates`.
+    `progress(files)` may wrap the list of files (a progress bar)."""
+    found = LogImport()
     modules = formats()
     paths = list(paths)
     files = _files(paths)
     if not files:
         raise SchemaError(f"{', '.join(map(str, paths))}: no log file found")
-    # Keys: a file given by name is keyed by its name; a file found in a folder by its path inside the folder
-    # (result_0.txt of two MLPerf systems differ), a tf_cnn_benchmarks log folder by the folder's path.
-    prefixes = dict(options.key_prefix)
-    for root in paths:
-        for path, fmt in files:
-            if root.is_dir() and path.is_relative_to(root) and path not in prefixes:
-                keyed = path.parent if fmt == "tf_cnn_json" else path
-                prefixes[keyed] = keyed.relative_to(root).as_posix() if keyed != root else root.name
-    options = replace(options, key_prefix=prefixes)
-    for path, fmt in files:
+    seen_paths: set[Path] = set()
+    seen_digests: dict[str, Path] = {}
+    for path, fmt in progress(files) if progress else files:
         fmt = fmt or detect(path)
+        unit = path.parent if fmt == "tf_cnn_json" else path  # what a run's content is
+        if unit.resolve() in seen_paths:
+            continue  # the same file given twice (a folder and a file in it)
+        seen_paths.add(unit.resolve())
+        digest = content_digest(unit)
+        if digest in seen_digests:
+            found.duplicates.append((unit, seen_digests[digest]))
+            continue
+        seen_digests[digest] = unit
         parse: Callable[[Path, LogOptions], list[RunRecord]] = modules[fmt].parse
         runs = parse(path, options)
         if not runs:
             raise SchemaError(f"{path}:1: a {FORMAT_NAMES[fmt]} with no run in it")
-        records.extend(runs)
-    return records
+        found.records.extend(runs)
+        found.formats[unit] = fmt
+    return found
+
+
+def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:
+    """Every run of every log in `paths` (files or folders), in order, a republished copy once; nothing written."""
+    return scan_logs(paths, options).records
 
 
 # A GPU's name as TensorFlow prints it: `name: Tesla M60` (TF 1.x, own line), `..., name: Tesla V100-SXM2-16GB, pci bus

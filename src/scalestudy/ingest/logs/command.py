@@ -1,8 +1,11 @@
 """python -m scalestudy.ingest logs PATH... --experiment NAME: benchmark logs -> published MLflow runs.
 
-Every file is recognised by its content, parsed and checked before the first write; then the experiment is made
-equal to the runs read (one transaction under the store's lock, as for the published datasets): re-importing
-the same logs changes nothing, a changed log replaces its runs, and runs of logs no longer given are removed.
+Every file is recognised by its content, parsed and checked before the first write; then its runs are added to the
+experiment, or update the runs of the same content, in one transaction under the store's lock (as for the
+published datasets). The experiment's other runs are left alone: logs can be imported one call at a time.
+`--replace` makes the experiment equal to the logs given (the summary names the runs it removed); `--dry-run`
+prints the table of the runs that would be written and writes nothing. A run is its file's content (SHA-256), not
+its name: the same file again, from any path, changes nothing; the same bytes under two paths are one run.
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ import sys
 from pathlib import Path
 
 from ... import cli
-from ...schema import SchemaError
-from ...store import StoreError, check_records, describe_experiments, run_tag_values, sync_experiment, tracking_uri
+from ...schema import RunRecord, SchemaError
+from ...store import StoreError, SyncPlan, check_records, describe_experiments, run_tag_values, sync_runs, tracking_uri
 from .. import REFERENCE_DIR, read_source
-from . import FORMAT_NAMES, LogOptions, read_logs, user_source
+from . import FORMAT_NAMES, WARNING_TAG, LogImport, LogOptions, scan_logs, user_source
 
 IMPORTED_BY = "imported_by"
 COMMAND = "python -m scalestudy.ingest logs"
 RESERVED = {"measured"}  # the training harness's experiment
+PROGRESS_FILES = 20  # a progress bar from this many files on (on stderr, when it is a terminal)
 
 
 def _reserved(experiment: str, reference_dir: Path) -> bool:
@@ -44,11 +48,79 @@ def _foreign_runs(experiment: str, uri: str) -> int:
     return sum(value != COMMAND for value in run_tag_values(experiment, IMPORTED_BY, uri))
 
 
+def _progress(files: list) -> object:
+    """A tqdm bar over the files when there are many and stderr is a terminal; else the files."""
+    if len(files) < PROGRESS_FILES or not sys.stderr.isatty():
+        return files
+    from tqdm import tqdm
+
+    return tqdm(files, desc="reading logs", unit="file", file=sys.stderr, leave=False)
+
+
+def _table(found: LogImport, plan: SyncPlan) -> str:
+    """The runs that would be written: file, format, model, workers, throughput, status (created | updated |
+    unchanged | failed run), and the duplicates skipped."""
+    header = ("file", "format", "model", "workers", "throughput (img/s)", "status")
+    rows = []
+    for rec in found.records:
+        value = rec.metrics.get("throughput_total")
+        status, run = plan.status.get(rec.key, ""), rec.key.partition("#")[2]
+        rows.append((
+            rec.tags.get("log_path", rec.tags.get("log_file", "")) + (f"#{run}" if run else ""),
+            rec.tags.get("log_format", ""), str(rec.params["model"]), str(rec.params["workers"]),
+            f"{value:.1f}" if value is not None else "-",
+            status + (" (FAILED run)" if rec.status == "FAILED" else ""),
+        ))  # fmt: skip
+    rows += [(str(dup), "", "", "", "", f"duplicate of {first}") for dup, first in found.duplicates]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines)
+
+
+LISTED = 5  # the summary names this many duplicates and removed runs (the --dry-run table lists every duplicate)
+
+
+def _listed(items: list[str]) -> str:
+    more = f" and {len(items) - LISTED} more" if len(items) > LISTED else ""
+    return ", ".join(items[:LISTED]) + more
+
+
+def _removed(plan: SyncPlan) -> str:
+    """The runs --replace removed, by the file they were read from."""
+    names = sorted(t.get("log_path") or t.get("source_line") or t.get("import_key", "?") for t in plan.removed)
+    return "; removed: " + _listed(names) if names else ""
+
+
+def _summary(found: LogImport, plan: SyncPlan, experiment: str, dry_run: bool) -> str:
+    records: list[RunRecord] = found.records
+    counts = plan.counts()
+    failed = sum(r.status == "FAILED" for r in records)
+    parts = [f"{counts[k]} {k}" for k in ("created", "updated", "unchanged")]
+    parts.append(f"{counts['deleted']} removed")
+    parts.append(f"{len(found.duplicates)} duplicates")
+    if counts["repaired"]:
+        parts.append(f"{counts['repaired']} incomplete runs repaired")
+    verb = "would be in" if dry_run else "in"
+    text = (f"{len(records)} runs ({failed} failed) from {len(found.formats)} file(s) {verb} experiment "
+            f"{experiment!r}: {', '.join(parts)}")  # fmt: skip
+    if found.duplicates:
+        text += "; duplicates (same bytes, not imported twice): " + _listed(
+            [f"{dup} = {first}" for dup, first in found.duplicates]
+        )
+    return text + _removed(plan)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="log files or folders of logs")
-    ap.add_argument("--experiment", required=True, help="MLflow experiment that will hold exactly these logs' runs")
-    ap.add_argument("--platform", help="machine or cluster the runs were made on (no log format says it)")
+    ap.add_argument("--experiment", required=True, help="MLflow experiment the runs are added to")
+    ap.add_argument(
+        "--replace",
+        action="store_true",
+        help="make the experiment hold exactly these logs' runs (the summary names those it removes)",
+    )
+    ap.add_argument("--dry-run", action="store_true", help="print the runs that would be written; write nothing")
+    ap.add_argument("--platform", help="machine or cluster the runs were made on, where the log does not name it")
     ap.add_argument("--device", help="GPU (V100, A100, M60...) or cpu, where the log does not name it")
     ap.add_argument("--framework", help="tensorflow, pytorch, mxnet..., where the log does not say it")
     ap.add_argument("--data", help="synthetic or real, where the log does not say it")
@@ -74,32 +146,39 @@ def main(argv: list[str] | None = None) -> int:
     )
     uri = tracking_uri()
     try:  # read and check every file first: a bad one stops the import before any run is written
-        records = read_logs(args.paths, options)
-        for rec in records:
+        found = scan_logs(args.paths, options, progress=_progress)
+        for rec in found.records:
             rec.tags[IMPORTED_BY] = COMMAND
-        check_records(args.experiment, records)
+        check_records(args.experiment, found.records)
     except SchemaError as err:
         print(f"error: {cli.one_line(err)}; nothing was written", file=sys.stderr)
         return 2
+    for warning in dict.fromkeys(
+        w for r in found.records if WARNING_TAG in r.tags for w in r.tags[WARNING_TAG].split(" | ")
+    ):
+        print(f"warning: {warning}", file=sys.stderr)
     try:
         foreign = _foreign_runs(args.experiment, uri)
         if foreign:
             raise StoreError(
-                f"experiment {args.experiment!r} holds {foreign} run(s) that `{COMMAND}` did not write, which an "
-                "import would delete: choose another experiment"
+                f"experiment {args.experiment!r} holds {foreign} run(s) that `{COMMAND}` did not write, whose "
+                "owner's next import would delete these: choose another experiment"
             )
-        counts = sync_experiment(args.experiment, records, uri)
-        formats = sorted({FORMAT_NAMES[r.tags["log_format"]] for r in records})
-        describe_experiments(
-            {args.experiment: f"Benchmark logs imported by `{COMMAND}`: {'; '.join(formats)}. "
-                              f"Source: {options.source['citation']}."}, uri)  # fmt: skip
+        plan = sync_runs(args.experiment, found.records, uri, keep_others=not args.replace,
+                         claim=found.legacy_claim(), dry_run=args.dry_run)  # fmt: skip
+        if not args.dry_run:
+            formats = sorted({FORMAT_NAMES[r.tags["log_format"]] for r in found.records})
+            describe_experiments(
+                {args.experiment: f"Benchmark logs imported by `{COMMAND}`: {'; '.join(formats)}. "
+                                  f"Source: {options.source['citation']}."}, uri)  # fmt: skip
     except StoreError as err:
         print(f"error: {cli.one_line(err)}; nothing was written", file=sys.stderr)
         return 2
-    failed = sum(r.status == "FAILED" for r in records)
-    summary = ", ".join(f"{v} {k}" for k, v in counts.items())
-    print(f"{len(records)} runs ({failed} failed) from {len({r.tags['log_file'] for r in records})} file(s) "
-          f"in experiment {args.experiment!r}: {summary}")  # fmt: skip
+    if args.dry_run:
+        print(_table(found, plan))
+    print(
+        _summary(found, plan, args.experiment, args.dry_run) + ("; nothing written (--dry-run)" if args.dry_run else "")
+    )
     return 0
 
 

@@ -28,7 +28,7 @@ SYNTHETIC_BACKENDS = ("synthetic", "syntetic")  # DeepLearningExamples spells it
 
 
 def sniff(lines: Sequence[str]) -> bool:
-    return any(line.startswith(PREFIX + "{") for line in lines[:20])
+    return any(line.lstrip(" \t").startswith(PREFIX + "{") for line in lines[:20])
 
 
 def parse(path: Path, options: LogOptions) -> list[RunRecord]:
@@ -41,6 +41,7 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     ended = False
     accuracy: tuple[float, int] | None = None
     for number, text in enumerate(lines, start=1):
+        text = text.lstrip(" \t")  # with or without leading blanks
         if not text.startswith(PREFIX):
             continue  # DLLogger files hold only its lines; a stdout copy may have others around them
         try:

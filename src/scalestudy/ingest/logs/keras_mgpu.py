@@ -55,7 +55,8 @@ class _Run:
 
 def sniff(lines: Sequence[str]) -> bool:
     return any(SAMPLES_RE.search(line) for line in lines) or any(
-        HEADER_RE.match(line) and line.startswith("parallelization method") for line in lines
+        HEADER_RE.match(line.lstrip(" \t")) and line.lstrip(" \t").startswith("parallelization method")
+        for line in lines
     )
 
 
@@ -66,7 +67,7 @@ def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
     # log: without a shell trace, those seen after a run's end belong to the next run.
     pending: dict[str, int] = {}
     for number, raw in enumerate(lines, start=1):
-        text = strip_rank(raw)[1]
+        text = strip_rank(raw)[1].lstrip(" \t")  # headers with or without leading blanks
         if TRACE_RE.match(text):
             run = _Run(start=number, command=text.lstrip("+ ").strip(), end=number)
             runs.append(run)

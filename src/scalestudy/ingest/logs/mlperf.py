@@ -15,10 +15,13 @@ The file may be a whole job's output (shell trace, launcher and framework lines 
   (run_stop - run_start); time_total_s = run_stop - run_start; time_init_s = run_start - first init_start.
 - epochs: the number of epochs that ended (epoch_stop lines, whatever the first epoch's number), or the sum of
   the finished blocks' epoch_count.
-- GPUs: `number_of_nodes` x `accelerators_per_node` of the system description `<submitter>/systems/<system>.json`
-  beside `results/` where it exists (also the device, from `accelerator_model_name`, the framework and the
-  platform, the system's name); else global_batch_size / the per-device batch (`d_batch_size`) where logged; else
-  --workers. batch_per_worker = global_batch_size / GPUs.
+- Facts beside the log: the system description `<submitter>/systems/<system>.json` of the standard layout
+  (mlperf_system.py) gives the accelerators (`number_of_nodes` x `accelerators_per_node`), the device
+  (`accelerator_model_name`) and the framework (with the frameworks the log's text names: see _framework); the
+  platform is the system's name (its folder). What the log says itself wins (GPUs = global_batch_size / the
+  per-device batch `d_batch_size` where logged; the system file's count, if it differs, stays in a tag), and a
+  command-line option wins over both. A malformed system file gives a warning (tag `import_warning`, printed by
+  the command) and what it could not say is not used. batch_per_worker = global_batch_size / GPUs.
 
 `run_stop` with `"status": "aborted"` (the run did not reach the target) is a FAILED run that keeps its
 throughput; a log without `run_stop` stopped mid-way: an error naming its last line.
@@ -27,19 +30,25 @@ throughput; a log without `run_stop` stopped mid-way: an error naming its last l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError
-from .. import read_text
-from . import LogOptions, device_name, lines_of, log_record, param, run_tags
+from . import WARNING_TAG, LogOptions, device_name, lines_of, log_record, param, run_tags, strip_rank
+from .mlperf_events import mllog_entry
+from .mlperf_system import frameworks_named, read_system, system_facts, system_file
 
 FORMAT = "mlperf"
 MARK = ":::MLLOG "
 BENCHMARK_MODELS = {"resnet": "resnet50"}  # MLPerf's benchmark name -> the study's model
 PER_DEVICE_BATCH_KEYS = ("d_batch_size",)  # logged by NVIDIA's submissions: images per GPU per step
-FRAMEWORKS = ("mxnet", "pytorch", "tensorflow", "jax", "paddle", "mindspore")
+SYSJSON = ":::SYSJSON "  # v4.0 logs of NVIDIA's code print the system description they ran on
+# Framework names as a job's output writes them (environment variables, paths, module names) -> the study's.
+LOG_FRAMEWORKS = {"mxnet": "mxnet", "pytorch": "pytorch", "torch": "pytorch", "tensorflow": "tensorflow",
+                  "jax": "jax", "paddle": "paddle", "paddlepaddle": "paddle", "mindspore": "mindspore"}  # fmt: skip
+FRAMEWORK_RE = re.compile(r"(?i)(?<![a-z])(" + "|".join(LOG_FRAMEWORKS) + r")(?![a-z])")
 
 
 @dataclass
@@ -64,16 +73,8 @@ def _scan(path: Path, lines: Sequence[str]) -> _Log:
         at = text.find(MARK)
         if at < 0:
             continue
-        try:
-            entry = json.loads(text[at + len(MARK) :])
-        except ValueError as err:
-            raise SchemaError(f"{path}:{number}: MLLOG line is not valid JSON (cut short?): {err.msg}") from None
-        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
-            raise SchemaError(f"{path}:{number}: MLLOG line without a 'key'")
-        ms = entry.get("time_ms")
-        if isinstance(ms, bool) or not isinstance(ms, (int, float)):
-            raise SchemaError(f"{path}:{number}: MLLOG line {entry['key']!r} has no numeric time_ms")
-        ms, key, meta = int(ms), entry["key"], entry.get("metadata") or {}
+        entry = mllog_entry(text[at + len(MARK) :], f"{path}:{number}")  # time_ms, or time_s (v0.7 Alibaba)
+        ms, key, meta = round(entry["t_s"] * 1000), entry["key"], entry.get("metadata") or {}
         log.values[key] = (entry.get("value"), number, ms)
         log.first.setdefault(key, (entry.get("value"), number, ms))
         if key == "epoch_start":
@@ -96,23 +97,6 @@ def _scan(path: Path, lines: Sequence[str]) -> _Log:
     return log
 
 
-def _system(path: Path) -> tuple[dict, Path | None]:
-    """The submission's system description: `<submitter>/systems/<system>.json` for
-    `<submitter>/results/<system>/<benchmark>/result_N.txt`."""
-    parts = path.resolve().parts
-    if len(parts) >= 5 and parts[-4] == "results":
-        candidate = Path(*parts[:-4]) / "systems" / f"{parts[-3]}.json"
-        if candidate.is_file():
-            try:
-                system = json.loads(read_text(candidate))
-            except ValueError as err:
-                raise SchemaError(f"{candidate}:{err.lineno}: not valid JSON: {err.msg}") from None
-            if not isinstance(system, dict):
-                raise SchemaError(f"{candidate}:1: not a JSON object")
-            return system, candidate
-    return {}, None
-
-
 def _count(value: object, where: str, what: str) -> int:
     try:
         number = float(str(value).strip())
@@ -121,6 +105,130 @@ def _count(value: object, where: str, what: str) -> int:
     if not number.is_integer() or number < 1:
         raise SchemaError(f"{where}: {what} {value!r} is not a whole number >= 1")
     return int(number)
+
+
+def _frameworks_in_log(lines: Sequence[str]) -> dict[str, int]:
+    """The frameworks a log's text names (its shell trace, environment, paths: `MXNET_...`, `mxnet_reader`), each
+    with its first line."""
+    found: dict[str, int] = {}
+    for number, text in enumerate(lines, start=1):
+        for word in FRAMEWORK_RE.findall(text):
+            found.setdefault(LOG_FRAMEWORKS[word.lower()], number)
+    return found
+
+
+def _framework(named: list[str], mentioned: dict[str, int], system_name: str = "") -> str | None:
+    """The framework of a system description that names `named`, given the frameworks the log's text mentions:
+    the one both name; else its only one; of several (NGC's containers: 'NGC MXNet 21.05 , NGC PyTorch 21.05'),
+    the only one the log mentions, else the one the system's name names (dgxa100_ngc21.05_mxnet); with none named,
+    the log's only one (v4.0 smc's system file says PyTorch, its log runs MXNet: the log wins, see _machine)."""
+    both = [f for f in named if f in mentioned]
+    if len(both) == 1:
+        return both[0]
+    if len(named) == 1:
+        return named[0]
+    in_name = [f for f in named if f in frameworks_named(system_name.replace("_", " "))]
+    if len(in_name) == 1:
+        return in_name[0]
+    return next(iter(mentioned)) if not named and len(mentioned) == 1 else None
+
+
+def _param(what: str, from_log: object, given: object, option: str, where: str, tags: dict, warnings: list) -> object:
+    """`param`, with the system description's warnings in the error where a value is missing (they say why)."""
+    try:
+        return param(what, from_log, given, option, where, tags)
+    except SchemaError as err:
+        if not warnings:
+            raise
+        raise SchemaError(f"{err} ({'; '.join(warnings)})") from None
+
+
+def _sysjson(path: Path, lines: Sequence[str]) -> tuple[dict[str, object], list[str], int]:
+    """The facts of the log's own `:::SYSJSON {...}` line (system_facts), its warnings, its line (0: none)."""
+    for number, raw in enumerate(lines, start=1):
+        text = strip_rank(raw)[1].lstrip()
+        if text.startswith(SYSJSON):  # not the shell trace's `+ echo ':::SYSJSON ...'`
+            try:
+                system = json.loads(text[len(SYSJSON) :])
+            except ValueError as err:
+                return {}, [f"{path}:{number}: the :::SYSJSON line is not valid JSON ({err.msg}): not read"], number
+            if not isinstance(system, dict):
+                return {}, [f"{path}:{number}: the :::SYSJSON line is not a JSON object: not read"], number
+            facts, warnings = system_facts(system, str(path), lambda _key, line=number: line)
+            return facts, warnings, number
+    return {}, [], 0
+
+
+Facts = dict[str, tuple[object, "int | str"]]  # what -> (value, the log's line or 'file:line')
+
+
+def _log_facts(path: Path, lines: Sequence[str], log: _Log, global_batch: int) -> tuple[Facts, list[str]]:
+    """Workers, device and framework as the log itself says them: the global batch over the per-device batch,
+    its `:::SYSJSON` line, the frameworks its text names."""
+    found: Facts = {}
+    for key in PER_DEVICE_BATCH_KEYS:
+        if key in log.values:
+            per_device = _count(log.values[key][0], f"{path}:{log.values[key][1]}", key)
+            if global_batch % per_device == 0:
+                found["workers"] = (global_batch // per_device, log.values[key][1])
+    own, warnings, own_line = _sysjson(path, lines)
+    if "accelerators" in own:
+        found.setdefault("workers", (own["accelerators"], own_line))
+    if "accelerator" in own:
+        found["device"] = (own["accelerator"], own_line)
+    mentioned = _frameworks_in_log(lines)
+    framework = _framework(own.get("frameworks") or [], mentioned)  # type: ignore[arg-type]
+    if framework:
+        found["framework"] = (framework, own_line if own.get("frameworks") else mentioned[framework])
+    return found, warnings
+
+
+def _file_facts(path: Path, lines: Sequence[str]) -> tuple[Facts, dict[str, str], list[str]]:
+    """Workers, device and framework as the system file beside the log says them (none if there is none)."""
+    system_path = system_file(path)
+    if system_path is None:
+        return {}, {}, []
+    system, warnings = read_system(system_path)
+    tags = {"system_description": f"{system_path.parent.name}/{system_path.name}"}
+    if "system_name" in system:
+        tags["system_name"] = str(system["system_name"])
+    at: dict[str, int] = system["lines"]  # type: ignore[assignment]
+    found: Facts = {}
+    if "accelerators" in system:
+        found["workers"] = (system["accelerators"], f"{system_path.name}:{at['nodes']}")
+    if "accelerator" in system:
+        found["device"] = (system["accelerator"], f"{system_path.name}:{at['accelerator']}")
+    named: list[str] = system.get("frameworks") or []  # type: ignore[assignment]
+    framework = _framework(named, _frameworks_in_log(lines), system_path.stem) if named else None
+    if framework:
+        found["framework"] = (framework, f"{system_path.name}:{at['framework']}")
+    elif len(named) > 1:
+        warnings.append(f"{system_path}:{at['framework']}: framework {system['framework_text']!r} names several and "
+                        "neither the log nor the system's name says which")  # fmt: skip
+    return found, tags, warnings
+
+
+def _machine(path: Path, lines: Sequence[str], log: _Log, global_batch: int) -> tuple[Facts, dict[str, str], list[str]]:
+    """The run's workers, device, framework and platform as the log says them, else as the system file beside
+    it says them: (facts, tags, warnings). Where both say a fact and differ, the log's is used and the system
+    file's kept in a tag `system_<what>`."""
+    in_log, warnings = _log_facts(path, lines, log, global_batch)
+    beside, tags, file_warnings = _file_facts(path, lines)
+    if "framework" in in_log:  # a warning about a framework the log settles is no warning
+        file_warnings = [w for w in file_warnings if "names several" not in w]
+    warnings += file_warnings
+    facts = {**beside, **in_log}
+    for what, (value, _) in beside.items():
+        if what in in_log and str(in_log[what][0]) != str(value):
+            tags[f"system_{what}"] = str(value)
+    if "device" in facts:
+        tags["device_name"] = str(facts["device"][0])
+        facts["device"] = (device_name(str(facts["device"][0])), facts["device"][1])
+    # The platform is the system's name, its folder in the layout (results/<system>/); the log's
+    # submission_platform is often a placeholder ('1xSUBMISSION_PLATFORM_PLACEHOLDER'): a tag only.
+    if len(path.parts) >= 4 and path.parts[-4] == "results":
+        facts["platform"] = (path.parts[-3], 0)
+    return facts, tags, warnings
 
 
 def parse(path: Path, options: LogOptions) -> list[RunRecord]:
@@ -148,20 +256,14 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     lines_used = {"workers": batch_line, "batch_per_worker": batch_line}
     tags: dict[str, str] = {"benchmark": str(benchmark), "global_batch_size": str(global_batch)}
 
-    system, system_path = _system(path)
-    workers_from_log = None
-    if system_path is not None:
-        nodes = _count(system.get("number_of_nodes"), str(system_path), "number_of_nodes")
-        per_node = _count(system.get("accelerators_per_node"), str(system_path), "accelerators_per_node")
-        workers_from_log = nodes * per_node
-        tags["system_description"] = f"{system_path.parent.name}/{system_path.name}"
-    else:
-        for key in PER_DEVICE_BATCH_KEYS:
-            if key in log.values:
-                per_device = _count(log.values[key][0], f"{path}:{log.values[key][1]}", key)
-                if global_batch % per_device == 0:
-                    workers_from_log = global_batch // per_device
-    workers = int(param("workers", workers_from_log, options.workers, "--workers", where, tags))  # type: ignore[arg-type]
+    facts, facts_tags, warnings = _machine(path, lines, log, global_batch)
+    tags.update(facts_tags)
+    lines_used.update({what: where for what, (_, where) in facts.items()})
+    given = {"workers": options.workers, "device": options.device, "framework": options.framework,
+             "platform": options.platform}  # fmt: skip
+    chosen = {what: _param(what, facts.get(what, (None, 0))[0], value, f"--{what}", where, tags, warnings)
+              for what, value in given.items()}  # fmt: skip
+    workers = int(chosen["workers"])  # type: ignore[call-overload]
     if global_batch % workers:
         raise SchemaError(f"{path}:{batch_line}: global_batch_size {global_batch} does not divide over {workers} GPUs")
 
@@ -205,24 +307,18 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         )
     if "submission_platform" in log.values:
         tags["submission_platform"] = str(log.values["submission_platform"][0])
-    accelerator = str(system.get("accelerator_model_name") or "")
-    if accelerator:
-        tags["device_name"] = accelerator
-    framework_text = str(system.get("framework") or "").lower()
-    framework = next((f for f in FRAMEWORKS if f in framework_text), None)
-    in_results = len(path.parts) >= 4 and path.parts[-4] == "results"
-    platform = system.get("system_name") or (path.parts[-3] if in_results else None)
+    if warnings:
+        tags[WARNING_TAG] = " | ".join(warnings)
     tags.update(run_tags(options, path, train_line, lines_used, FORMAT))
-    device = device_name(accelerator) if accelerator else None
     params: dict[str, object] = {
         "model": BENCHMARK_MODELS[str(benchmark)],
-        "framework": param("framework", framework, options.framework, "--framework", where, tags),
+        "framework": chosen["framework"],
         "api": "mlperf",
         "workers": workers,
-        "device": param("device", device, options.device, "--device", where, tags),
+        "device": chosen["device"],
         "data": param("data", "real", options.data, "--data", where, tags),
         "batch_per_worker": global_batch // workers,
-        "platform": param("platform", platform, options.platform, "--platform", where, tags),
+        "platform": chosen["platform"],
         "epochs": epochs,
     }
     return [

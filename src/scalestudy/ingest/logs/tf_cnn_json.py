@@ -10,8 +10,9 @@ throughput_total is the last `average_examples_per_sec` (the mean over the measu
 `current_examples_per_sec` lines are running means, not instantaneous values: they are not stored as a series.
 `eval_*` metrics come from an evaluation pass and are not training throughput. workers = batch_size /
 batch_size_per_device (the devices used; `machine_config.gpu_info.count` is the number of GPUs in the machine,
-not the number used); the device is `machine_config.gpu_info.model`. A metric.log without an
-`average_examples_per_sec` line is a run that stopped mid-way: an error naming its last line.
+not the number used: tag machine_gpus); the device is `machine_config.gpu_info.model`; the platform, which the
+files do not name, defaults to the machine `machine_config` describes ('4x GeForce GTX 980 Ti, <CPU model>').
+A metric.log without an `average_examples_per_sec` line is a run that stopped mid-way: an error naming its last line.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ...schema import RunRecord, SchemaError, canonical_model
-from . import LogOptions, device_name, lines_of, param, run_key, run_tags
+from . import LogOptions, device_name, lines_of, log_record, param, run_tags
 
 FORMAT = "tf_cnn_json"
 METRIC_KEYS = ("name", "value", "global_step", "timestamp")
@@ -59,6 +60,18 @@ def _ms(text: str, where: str) -> int:
     except (ValueError, AttributeError):
         raise SchemaError(f"{where}: timestamp {text!r} is not 'YYYY-MM-DDTHH:MM:SS.ffffffZ'") from None
     return round(moment.timestamp() * 1000)
+
+
+def _machine(config: dict) -> str | None:
+    """The machine as `machine_config` describes it (the log names no host): '4x GeForce GTX 980 Ti, Intel(R)
+    Xeon(R) CPU E7-4830 v3 @ 2.10GHz'; None if it says neither its GPUs nor its CPU."""
+    gpus, cpu = config.get("gpu_info") or {}, (config.get("cpu_info") or {}).get("cpu_info")
+    parts = []
+    if gpus.get("model"):
+        parts.append(f"{gpus['count']}x {gpus['model']}" if gpus.get("count") else str(gpus["model"]))
+    if cpu:
+        parts.append(" ".join(str(cpu).split()))
+    return ", ".join(parts) or None
 
 
 def parse(path: Path, options: LogOptions) -> list[RunRecord]:
@@ -100,7 +113,11 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         )
     dataset = str((meta.get("dataset") or {}).get("name") or run_params.get("dataset") or "")
     tags: dict[str, str] = {"batch_global": str(batch)}
-    gpu_info = (meta.get("machine_config") or {}).get("gpu_info") or {}
+    machine_config = meta.get("machine_config") or {}
+    gpu_info = machine_config.get("gpu_info") or {}
+    machine = _machine(machine_config)
+    if gpu_info.get("count") is not None:
+        tags["machine_gpus"] = str(gpu_info["count"])
     devices = str(run_params.get("devices") or "")
     if "gpu" not in devices.lower() and "cpu" in devices.lower():
         device_from_log: str | None = "cpu"
@@ -146,15 +163,16 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
         "device": param("device", device_from_log, options.device, "--device", where, tags),
         "data": param("data", data, options.data, "--data", where, tags),
         "batch_per_worker": per_device,
-        "platform": param("platform", None, options.platform, "--platform", where, tags),
+        "platform": param("platform", machine, options.platform, "--platform", where, tags),
     }
     if update:
         params["variable_update"] = str(update)
     start_ms = _ms(str(meta["run_date"]), where) if meta.get("run_date") else None
     return [
-        RunRecord(
-            experiment=options.experiment,
-            key=run_key(options, folder),
+        log_record(
+            options,
+            folder,
+            None,
             params=params,
             metrics={"throughput_total": value},
             tags=tags,

@@ -4,9 +4,10 @@ A file may hold several runs one after another (a `set -x` shell trace: each run
 `+ python ... tf_cnn_benchmarks.py ...` line; without a trace, at a `TensorFlow:` header after the previous run's
 total). What is read, per run:
 
-- header: `Model:`, `Dataset:` (newer versions; else `--data_dir` on the command line means real data, its absence
-  synthetic), `Batch size: G global` / `P per device` (batch_per_worker = P, workers = G / P: GPUs of all worker
-  processes together), `Devices:`, `Variables:` (variable_update), `Use NCCL:` / `AllReduce:`, `TensorFlow:`;
+- header (lines read with or without leading blanks): `Model:`, `Dataset:` (newer versions; else `--data_dir` on
+  the command line means real data, its absence synthetic), `Batch size: G global` / `P per device`
+  (batch_per_worker = P, workers = G / P: GPUs of all worker processes together), `Devices:`, `Variables:`
+  (variable_update), `Use NCCL:` / `AllReduce:`, `TensorFlow:`;
 - the GPU's name from TensorFlow's device lines (`name: Tesla M60`);
 - throughput_total: `total images/sec: X` (the mean over the measured steps, warm-up excluded). With
   `--variable_update horovod` every rank prints its own header and total: the job's total is the sum of the
@@ -38,7 +39,7 @@ HEADER_RE = re.compile(
 )
 # Python 3 versions print the per-device batch as a float (`32.0 per device`); forks add `global (per machine)`.
 GLOBAL_RE = re.compile(r"^(?P<n>\d+)\s+global\b")
-PER_DEVICE_RE = re.compile(r"^\s+(?P<n>\d+)(?:\.0+)?\s+per device\s*$")
+PER_DEVICE_RE = re.compile(r"^(?P<n>\d+)(?:\.0+)?\s+per device$")
 STEP_RE = re.compile(r"^(?P<step>\d+)\s+images/sec:\s+[\d.]+\s+\+/-\s+[\d.]+")
 TOTAL_RE = re.compile(r"^total images/sec:\s*(?P<value>\S+)\s*$")
 ARG_RE = re.compile(r"--(?P<name>\w+)(?:[= ](?P<value>[^-\s]\S*))?")
@@ -62,7 +63,7 @@ class _Run:
 
 def sniff(lines: Sequence[str]) -> bool:
     for line in lines:
-        text = strip_rank(line)[1]
+        text = strip_rank(line)[1].strip()
         if TOTAL_RE.match(text) or STEP_RE.match(text) or TRACE_RE.match(text):
             return True
     return False
@@ -76,6 +77,9 @@ def _scan(path: Path, lines: Sequence[str]) -> list[_Run]:
     pending: dict[str, int] = {}
     for number, raw in enumerate(lines, start=1):
         rank, text = strip_rank(raw)
+        # Matched without leading or trailing blanks: a log captured through a shell loop (`while read line`)
+        # loses the indentation of `             32 per device`; other captures may indent every line.
+        text = text.strip()
         m = TRACE_RE.match(text)
         if m:
             run = _Run(start=number, command=text.lstrip("+ ").strip(), end=number)

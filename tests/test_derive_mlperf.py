@@ -1,0 +1,119 @@
+"""MLPerf scale families (derive.scale_families, family_summary, efficiency_at_scale) against values worked out by
+hand on small tables, and on the imported corpus against numbers read from its logs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalestudy import derive
+
+
+def run(round_="v2.0", submitter="NVIDIA", model="NVIDIA A100-SXM4-80GB", framework="MXNet 22.04", *, n, thr, ttt,
+        batch=None, epochs=35, run_id=None, division="closed"):  # fmt: skip
+    return {"experiment": "mlperf-training-resnet", "round": round_, "submitter": submitter,
+            "accelerator_model": model, "framework_stated": framework, "workers": n, "throughput_total": thr,
+            "time_total_s": ttt, "global_batch_size": str(batch or 408 * n), "epochs": epochs,
+            "run_id": run_id or f"{submitter}-{n}-{thr}", "division": division, "device": "A100",
+            "framework": "mxnet", "platform": f"sys{n}"}  # fmt: skip
+
+
+def test_family_efficiency_and_speedups_by_hand():
+    runs = pd.DataFrame([
+        run(n=8, thr=24000.0, ttt=1800.0, epochs=35),
+        run(n=64, thr=160000.0, ttt=300.0, epochs=40, batch=26112),
+        run(n=512, thr=1000000.0, ttt=100.0, epochs=60),
+        run(n=8, thr=20000.0, ttt=2000.0, run_id="slower-8"),  # a second 8-GPU system: the faster one is kept
+    ])  # fmt: skip
+    fam = derive.scale_families(runs).set_index("accelerators")
+    assert list(fam.index) == [8, 64, 512] and fam.loc[8, "systems_at_scale"] == 2
+    assert "slower-8" not in set(fam["run_id"])
+    # per accelerator: 3000 at 8, 2500 at 64, 1953.125 at 512
+    assert fam.loc[64, "efficiency_throughput"] == pytest.approx(2500 / 3000)
+    assert fam.loc[512, "efficiency_throughput"] == pytest.approx(1953.125 / 3000)
+    assert fam.loc[512, "speedup_throughput"] == pytest.approx(1000000 / 24000)
+    assert fam.loc[64, "speedup_time_to_train"] == pytest.approx(6.0)  # 1800 s / 300 s
+    assert fam.loc[512, "efficiency_time_to_train"] == pytest.approx(18.0 / 64)  # 1800/100 out of 512/8
+    assert fam.loc[64, "epochs_ratio"] == pytest.approx(40 / 35) and fam.loc[64, "batch_ratio"] == pytest.approx(8)
+    assert fam.loc[512, "global_batch"] == 408 * 512
+    summary = derive.family_summary(fam.reset_index()).iloc[0]
+    assert (summary["scales"], summary["accelerators_min"], summary["accelerators_max"]) == (3, 8, 512)
+    assert (summary["epochs_min"], summary["epochs_max"]) == (35, 60)
+    assert summary["efficiency_throughput_at_max"] == pytest.approx(1953.125 / 3000)
+    assert summary["speedup_time_to_train_at_max"] == pytest.approx(18.0) and summary["scale_at_max"] == 64
+
+
+def test_family_membership():
+    runs = pd.DataFrame([
+        # folded case and whitespace: one family
+        run(model="NVIDIA A100-SXM4-80GB", framework="MXNet  22.04", n=8, thr=1.0, ttt=10.0),
+        run(model="nvidia a100-sxm4-80gb", framework="mxnet 22.04", n=16, thr=2.0, ttt=5.0),
+        run(model="NVIDIA A100-SXM4-80GB", framework="MXNet 22.04", n=32, thr=4.0, ttt=3.0),
+        # two counts only: no family
+        run(submitter="Dell", n=4, thr=1.0, ttt=10.0), run(submitter="Dell", n=8, thr=2.0, ttt=5.0),
+        # v0.5 TPU slice names are one chip: tpuv3-8, tpuv3-32, tpuv3-512
+        run("v0.5", "google", "tpuv3-8", "TensorFlow 1.12", n=4, thr=1.0, ttt=10.0),
+        run("v0.5", "google", "tpuv3-32", "TensorFlow 1.12", n=16, thr=3.0, ttt=4.0),
+        run("v0.5", "google", "tpuv3-512", "TensorFlow 1.12", n=256, thr=40.0, ttt=1.0),
+        # no time to train (no run_stop): left out, so this family has two counts
+        run(submitter="HPE", n=8, thr=1.0, ttt=10.0), run(submitter="HPE", n=16, thr=2.0, ttt=5.0),
+        run(submitter="HPE", n=32, thr=4.0, ttt=np.nan),
+    ])  # fmt: skip
+    fam = derive.scale_families(runs)
+    assert sorted(fam["family"].unique()) == [
+        "v0.5 · google · tpuv3 · TensorFlow 1.12", "v2.0 · NVIDIA · nvidia a100-sxm4-80gb · MXNet  22.04"]  # fmt: skip
+    tpu = fam[fam["round"] == "v0.5"].set_index("accelerators")
+    assert tpu.loc[256, "efficiency_throughput"] == pytest.approx((40 / 256) / (1 / 4))
+    assert set(tpu["accelerator_kind"]) == {"TPU"}
+    assert derive.scale_families(runs, min_scales=4).empty
+
+
+@pytest.mark.parametrize(
+    ("model", "kind"),
+    [("NVIDIA H100-SXM5-80GB", "GPU"), ("Tesla V100-SXM2-16GB", "GPU"), ("tpu-v4", "TPU"), ("TPU", "TPU"),
+     ("Graphcore Bow IPU", "IPU"), ("Habana Gaudi", "Gaudi"), ("Ascend910", "Ascend"), ("N/A", "other")],
+)  # fmt: skip
+def test_accelerator_kind(model, kind):
+    assert derive.accelerator_kind(model) == kind
+
+
+def test_efficiency_at_scale_frame():
+    runs = pd.DataFrame([
+        run(n=8, thr=24000.0, ttt=1800.0), run(n=64, thr=160000.0, ttt=300.0), run(n=512, thr=1e6, ttt=100.0),
+        {"experiment": "horovod-docs", "model": "vgg16", "workers": 512, "efficiency_published": 0.68,
+         "platform": "p", "run_id": "h"},
+        {"experiment": "malik-2018", "model": "resnet50", "workers": 256, "platform": "q", "run_id": "m"},
+        {"experiment": "hacksa-2019", "model": "vgg19", "workers": 1, "throughput_total": 100.0, "device": "V100",
+         "data": "cifar10", "batch_per_worker": 64, "platform": "bsc", "run_id": "a"},
+        {"experiment": "hacksa-2019", "model": "vgg19", "workers": 4, "throughput_total": 360.0, "device": "V100",
+         "data": "cifar10", "batch_per_worker": 64, "platform": "bsc", "run_id": "b"},
+        {"experiment": "hacksa-2019", "model": "vgg19", "workers": 8, "throughput_total": 999.0, "device": "V100",
+         "data": "cifar10", "batch_per_worker": 64, "platform": "elsewhere", "run_id": "c"},
+    ])  # fmt: skip
+    frame = derive.efficiency_at_scale(runs, platforms=["bsc", "p", "q"])
+    by = {(r.series, r.accelerators): r for r in frame.itertuples()}
+    assert by[("MLPerf families, GPU", 64)].efficiency == pytest.approx(2500 / 3000)
+    assert by[("HackSA 2019 (V100, Horovod), by speed", 4)].efficiency == pytest.approx(360 / 4 / 100)
+    assert ("HackSA 2019 (V100, Horovod), by speed", 8) not in by  # another platform: not drawn
+    assert by[("Horovod docs: stated at 512 GPUs", 512)].efficiency == 0.68
+    claim = frame[frame["series"] == "claim"]
+    assert list(claim["claim_workers"]) == [256] and claim["efficiency"].isna().all()  # a claim in words: no value
+
+
+def test_corpus_families(published_store):
+    """On the imported corpus: v1.1 NVIDIA's family reaches 4,320 GPUs (540 x 8), and its numbers are the runs'."""
+    from scalestudy.store import load_runs
+
+    runs = load_runs(published_store)
+    runs = runs[(runs["experiment"] == "mlperf-training-resnet") & (runs["status"] == "FINISHED")]
+    fam = derive.scale_families(runs)
+    nvidia = fam[(fam["round"] == "v1.1") & (fam["submitter"] == "NVIDIA")].set_index("accelerators")
+    assert list(nvidia.index) == [8, 64, 1024, 4320]
+    top, base = nvidia.loc[4320], nvidia.loc[8]
+    assert top["global_batch"] == 64800 and top["epochs"] == 85
+    assert top["efficiency_throughput"] == pytest.approx(
+        (top["throughput_total"] / 4320) / (base["throughput_total"] / 8)
+    )
+    assert top["speedup_time_to_train"] == pytest.approx(base["time_total_s"] / top["time_total_s"])
+    assert top["speedup_time_to_train"] < top["speedup_throughput"] < 540  # more epochs at 85 than 35
