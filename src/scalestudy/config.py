@@ -38,18 +38,17 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), conf:
         GlobalHydra.instance().clear()
 
 
-# The modules whose functions a figure, table or number may name as `_target_` (a Hydra override can name any
-# function of the package otherwise, e.g. one that writes files): the derived quantities, the builder's drawing,
-# table and number functions, and the scaling model's report. A target must be defined in one of them, public,
-# and not one of the builder's own entry points (build_*, compute_*).
-CALLABLE_MODULES = (
-    "scalestudy.derive",
-    "scalestudy.paper.figures",
-    "scalestudy.paper.model_figure",
-    "scalestudy.paper.numbers",
-    "scalestudy.paper.tables",
-    "scalestudy.scaling.report",
-)
+# The functions a figure, table or number may name as `_target_` (a Hydra override can name any function of the
+# package otherwise, e.g. one that writes files): those defined in the derived quantities, the paper builder's
+# modules (drawing, tables, numbers) and the scaling model's report; public, and not one of the builder's own
+# entry points (build_*, compute_*, main), which write files.
+CALLABLE_MODULES = ("scalestudy.derive", "scalestudy.paper.*", "scalestudy.scaling.report")
+
+
+def _callable_module(module: str) -> bool:
+    return module in ("scalestudy.derive", "scalestudy.scaling.report") or (
+        module.startswith("scalestudy.paper.") and module.count(".") == 2 and module != "scalestudy.paper.__main__"
+    )
 
 
 def check_targets(spec, where: str) -> None:
@@ -61,7 +60,7 @@ def check_targets(spec, where: str) -> None:
         target = spec.get("_target_")
         if target is not None:
             module, _, name = str(target).rpartition(".")
-            allowed = module in CALLABLE_MODULES and not name.startswith(("_", "build_", "compute_"))
+            allowed = _callable_module(module) and not name.startswith(("_", "build_", "compute_", "main"))
             if allowed:
                 found = getattr(importlib.import_module(module), name, None)
                 allowed = callable(found) and getattr(found, "__module__", None) == module

@@ -277,11 +277,11 @@ def test_with_auth_an_import_refuses_an_experiment_a_read_user_created(empty_sto
         assert status == 200 and not found.get("runs")  # no published run landed in her experiment
 
         assert ingest(empty_store, TF).returncode == 0  # a published experiment the import creates itself
-        from scalestudy.store.write import _other_managers
+        from scalestudy.store.verify import other_managers
 
         runs = load_runs(empty_store)
         tf_experiment = runs.loc[runs.experiment == TF, "experiment_id"].iloc[0]
-        assert _other_managers(empty_store, tf_experiment) == []  # the admin alone may change it
+        assert other_managers(empty_store, tf_experiment) == []  # the admin alone may change it
         run_id = runs.loc[runs.experiment == TF, "run_id"].iloc[0]
         assert _as(base_url, "runs/delete", reader, {"run_id": run_id})[0] == 403
         assert _as(base_url, f"runs/get?run_id={run_id}", admin)[1]["run"]["info"]["lifecycle_stage"] == "active"

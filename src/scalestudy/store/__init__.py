@@ -27,7 +27,8 @@ What a reader can rely on (README, "Reliability"):
   beside it before anything is written, so no run writes into the old place.
 
 Its modules, each using only those before it: `address` (which store, and can it be used), `lock` (one lock per
-store), `seal` (the hash of a run's values), `read` (the tidy table, the series), `write` (runs; an import as one
+store), `seal` (the hash of a run's values), `read` (the tidy table, the series), `verify` (does a run
+still hold what its record says; who else may change an experiment), `write` (runs; an import as one
 transaction; a moved store's artifacts), `views` (what the UI shows beside the runs: experiment descriptions
 and saved views).
 """

@@ -73,12 +73,15 @@ def expected_history(rec) -> list[tuple[str, int, float]]:
     return sorted(rows)
 
 
-def differences(stored: tuple[Mapping, Mapping, Mapping], expected: tuple[Mapping, Mapping, Mapping]) -> list[str]:
-    """'metric throughput_total was 9999.0, the source says 219.0' for each value that differs."""
+def differences(stored: tuple[Mapping, Mapping, Mapping], expected: tuple[Mapping, Mapping, Mapping],
+                ignore_tags: frozenset[str] = frozenset()) -> list[str]:  # fmt: skip
+    """'metric throughput_total was 9999.0, the source says 219.0' for each value that differs (`ignore_tags`: the
+    tags that say where a source was found, not what it says)."""
     found = []
     for kind, held, wanted in zip(("param", "metric", "tag"), stored, expected):
         if kind == "tag":
-            held, wanted = sealed_tags(held), sealed_tags(wanted)
+            held = {k: v for k, v in sealed_tags(held).items() if k not in ignore_tags}
+            wanted = {k: v for k, v in sealed_tags(wanted).items() if k not in ignore_tags}
         for key in sorted(set(held) | set(wanted)):
             h, w = held.get(key), wanted.get(key)
             if kind == "metric":

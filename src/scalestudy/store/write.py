@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..schema import RunRecord, SchemaError
+from . import verify
 from .address import (
     CONTENT_HASH,
     IMPORT_RUNS,
@@ -25,7 +26,6 @@ from .address import (
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
     artifact_root,
-    auth_db,
     check_server,
     check_uri,
     check_writable,
@@ -35,7 +35,7 @@ from .address import (
 )
 from .lock import as_store_error, store_lock
 from .read import reader, search_all
-from .seal import VALUES_HASH, changed_parts, differences, expected_history, expected_values, values_digest
+from .seal import VALUES_HASH, changed_parts, expected_values, values_digest
 
 log = logging.getLogger(__name__)
 
@@ -125,34 +125,11 @@ def check_experiment_name(name: str) -> str:
     return name
 
 
-def _other_managers(uri: str, experiment_id: str) -> list[str]:
-    """Users of the store's MLflow UI with --auth (its users in <store>-auth.db beside a SQLite store) who may
-    change or delete the experiment's runs (EDIT or MANAGE on it) and are neither an admin nor the importing
-    user (MLFLOW_TRACKING_USERNAME): e.g. a READ user who created the experiment's name before an import."""
-    db = auth_db(uri)
-    if db is None or not db.is_file():
-        return []
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        rows = con.execute(
-            "SELECT DISTINCT u.username FROM role_permissions p JOIN user_role_assignments a ON a.role_id = p.role_id"
-            " JOIN users u ON u.id = a.user_id WHERE p.resource_type = 'experiment' AND p.resource_pattern IN (?, '*')"
-            " AND p.permission IN ('EDIT', 'MANAGE') AND NOT u.is_admin",
-            (str(experiment_id),),
-        ).fetchall()
-    except sqlite3.DatabaseError as err:
-        raise StoreError(f"{db}: the UI's users cannot be read ({err}), so who owns an experiment is unknown") from None
-    finally:
-        con.close()
-    me = os.environ.get("MLFLOW_TRACKING_USERNAME")
-    return sorted(name for (name,) in rows if name != me)
-
-
 def ensure_experiment(client, uri: str, name: str) -> str:
     check_experiment_name(name)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
-        others = _other_managers(uri, exp.experiment_id)
+        others = verify.other_managers(uri, exp.experiment_id)
         if others:
             raise StoreError(
                 f"experiment {name!r} may be changed by the UI user(s) {', '.join(others)} (EDIT or MANAGE on it), "
@@ -316,7 +293,8 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
 def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: bool, claim: Claim | None):
     """(the plan, the writes [(record, digest, runs it replaces)], the runs to delete besides, how many runs the
     experiment holds after). A run whose content hash matches its record is also compared with the record's
-    values (_changed); one that differs, or one deleted outside an import, is written again (`repaired`)."""
+    values (verify.changed_values); one that differs, or one deleted outside an import, is written again
+    (`repaired`)."""
     existing: dict[str, list] = {}
     others: dict[str, dict[str, str]] = {}  # run id -> tags of the runs no record's key names
     incomplete = []
@@ -335,12 +313,12 @@ def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: b
     plan, writes = SyncPlan(repaired=len(incomplete)), []
     if incomplete:
         plan.notes.append(f"{len(incomplete)} incomplete run(s) left by an interrupted import deleted")
-    histories = _histories(client, uri, [runs[0].info.run_id for runs in existing.values() if len(runs) == 1])
-    deleted = _deleted_keys(client, experiment.experiment_id)
+    histories = verify.histories(client, uri, [runs[0].info.run_id for runs in existing.values() if len(runs) == 1])
+    deleted = verify.deleted_keys(client, experiment.experiment_id)
     for rec in records:
         digest, old = rec.content_hash(), existing.pop(rec.key, [])
         if len(old) == 1 and old[0].data.tags[CONTENT_HASH] == digest:
-            changed = _changed(old[0], rec, histories.get(old[0].info.run_id, []))
+            changed = verify.changed_values(old[0], rec, histories.get(old[0].info.run_id, []))
             if not changed:
                 plan.status[rec.key] = "unchanged"
                 continue
@@ -356,59 +334,6 @@ def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: b
     plan.removed = [others[run_id] for run_id in vanished]
     n_runs = len(records) + (len(others) if keep_others else 0)
     return plan, writes, vanished + incomplete, n_runs
-
-
-def _changed(run, rec: RunRecord, history: list[tuple[str, int, float]]) -> list[str]:
-    """How a run's values differ from its record ([] when they do not): params, latest metrics and tags, every
-    metric point, and the seal the builder checks."""
-    stored = (run.data.params, run.data.metrics, run.data.tags)
-    expected = expected_values(rec)
-    changed = differences(stored, expected)
-    if not changed and history != expected_history(rec):
-        extra = sorted(set(history) - set(expected_history(rec)))
-        changed.append(f"metric history differs from the source (e.g. {extra[0][0]} at step {extra[0][1]} = "
-                       f"{extra[0][2]!r})" if extra else "metric history lacks points the source has")  # fmt: skip
-    if not changed and run.data.tags.get(VALUES_HASH) != values_digest(*expected):
-        changed.append(f"its {VALUES_HASH} tag is not the hash of its values")
-    return changed
-
-
-def _histories(client, uri: str, run_ids: list[str]) -> dict[str, list[tuple[str, int, float]]]:
-    """Every metric point of these runs, as sorted (key, step, value) per run: one query on a SQLite store."""
-    found: dict[str, list[tuple[str, int, float]]] = {run_id: [] for run_id in run_ids}
-    path = sqlite_path(uri)
-    if path is not None:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            marks = ",".join("?" * len(run_ids))
-            rows = con.execute(
-                f"SELECT run_uuid, key, step, value FROM metrics WHERE run_uuid IN ({marks})", run_ids
-            ).fetchall()
-        finally:
-            con.close()
-        for run_id, key, step, value in rows:
-            found[run_id].append((key, int(step), float(value)))
-    else:
-        for run_id in run_ids:
-            for key in client.get_run(run_id).data.metrics:
-                found[run_id] += [(key, m.step, m.value) for m in client.get_metric_history(run_id, key)]
-    return {run_id: sorted(points) for run_id, points in found.items()}
-
-
-def _deleted_keys(client, experiment_id: str) -> set[tuple[str, str]]:
-    """(import key, content hash) of this experiment's deleted runs (to tell a run deleted outside an import)."""
-    from mlflow.entities import ViewType
-
-    token, found = None, set()
-    while True:
-        page = client.search_runs([experiment_id], run_view_type=ViewType.DELETED_ONLY, max_results=10000,
-                                  page_token=token)  # fmt: skip
-        for run in page:
-            if run.data.tags.get("import_key") and run.data.tags.get(CONTENT_HASH):
-                found.add((run.data.tags["import_key"], run.data.tags[CONTENT_HASH]))
-        token = page.token
-        if not token:
-            return found
 
 
 def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str, n_runs: int) -> None:
