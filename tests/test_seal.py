@@ -87,3 +87,14 @@ def test_the_builder_refuses_a_run_changed_after_it_was_written():
         check_sealed(*_frames(1657.0, sealed), {})
     with pytest.raises(StoreError, match=r"^experiment e holds 1 runs, its import left 2: a run was deleted"):
         check_sealed(*_frames(1656.0, sealed), {"e": "2"})
+
+
+def test_where_a_source_was_found_is_not_a_change():
+    """A log imported again from another folder (its log_path tag differs) is the same run (issue 21's content
+    keys): the import compares what the source says, not where it lay."""
+    stored = (PARAMS, METRICS, {**TAGS, "log_path": "/old/place/result_0.txt"})
+    expected = (PARAMS, METRICS, {**TAGS, "log_path": "/new/place/result_0.txt"})
+    assert differences(stored, expected, ignore_tags=frozenset({"log_path"})) == []
+    assert differences(stored, expected) == [
+        "tag log_path was /old/place/result_0.txt, the source says /new/place/result_0.txt"
+    ]
