@@ -146,6 +146,47 @@ def _suggest(name: str) -> str:
     return f" (did you mean %{close[0]}?)" if close else ""
 
 
+def _open_section(first_word: str, raw: str, where: str, number: int) -> Section:
+    """The section a line starting with %NAME opens; an unknown name, or an app section without its app, raises."""
+    name = first_word[1:].lower()
+    args = raw.strip()[len(first_word) :].strip()
+    if name in APP_SECTIONS:
+        if not args:
+            raise DefinitionError(f"{where}: %{name} needs an app name")
+    elif name not in SECTIONS:
+        raise DefinitionError(
+            f"{where}: unknown section {first_word!r}{_suggest(name)}; Apptainer knows "
+            + ", ".join("%" + s for s in SECTIONS)
+            + " and %app* (a line in a section whose first word "
+            "starts with % also opens a section)"
+        )
+    return Section(name, args, number)
+
+
+def _header_line(raw: str, where: str) -> tuple[str, str]:
+    """(keyword as written, lower case; value) of a header line 'Keyword: value' (a keyword may end in digits)."""
+    key, sep, value = raw.split("#", 1)[0].strip().partition(":")
+    if not sep:
+        raise DefinitionError(f"{where}: header line {raw.strip()!r} is not 'Keyword: value'")
+    if re.sub(r"\d+$", "", key.strip().lower()) not in HEADERS:
+        raise DefinitionError(f"{where}: unknown header keyword {key.strip()!r}")
+    return key.strip().lower(), value.strip()
+
+
+def _arguments(path: Path, sections: list[Section]) -> dict[str, str]:
+    """The %arguments defaults (NAME=value lines; # comments and blank lines skipped)."""
+    arguments: dict[str, str] = {}
+    for sec in (s for s in sections if s.name == "arguments"):
+        for number, raw in sec.body:
+            line = raw.strip()
+            if line and not line.startswith("#"):
+                key, sep, value = line.partition("=")
+                if not sep:
+                    raise DefinitionError(f"{path}:{number}: %arguments line {line!r} is not NAME=value")
+                arguments[key.strip()] = value.strip()
+    return arguments
+
+
 def parse_definition(path: str | Path, text: str | None = None) -> Definition:
     """Parse a definition file; unknown sections, header keywords or bootstrap agents raise DefinitionError."""
     path = Path(path)
@@ -156,50 +197,19 @@ def parse_definition(path: str | Path, text: str | None = None) -> Definition:
     for number, raw in enumerate(text.splitlines(), start=1):
         words = raw.split()
         if words and words[0].startswith("%"):
-            name = words[0][1:].lower()
-            args = raw.strip()[len(words[0]) :].strip()
-            where = f"{path}:{number}"
-            if name in APP_SECTIONS:
-                if not args:
-                    raise DefinitionError(f"{where}: %{name} needs an app name")
-            elif name not in SECTIONS:
-                raise DefinitionError(
-                    f"{where}: unknown section {words[0]!r}{_suggest(name)}; Apptainer knows "
-                    + ", ".join("%" + s for s in SECTIONS)
-                    + " and %app* (a line in a section whose first word "
-                    "starts with % also opens a section)"
-                )
-            current = Section(name, args, number)
+            current = _open_section(words[0], raw, f"{path}:{number}", number)
             sections.append(current)
-            continue
-        if current is not None:
+        elif current is not None:
             current.body.append((number, raw))
-            continue
-        stripped = raw.split("#", 1)[0].strip()
-        if not stripped:
-            continue
-        key, sep, value = stripped.partition(":")
-        keyword = re.sub(r"\d+$", "", key.strip().lower())
-        if not sep:
-            raise DefinitionError(f"{path}:{number}: header line {raw.strip()!r} is not 'Keyword: value'")
-        if keyword not in HEADERS:
-            raise DefinitionError(f"{path}:{number}: unknown header keyword {key.strip()!r}")
-        header[key.strip().lower()] = (value.strip(), number)
+        elif raw.split("#", 1)[0].strip():
+            key, value = _header_line(raw, f"{path}:{number}")
+            header[key] = (value, number)
     if "bootstrap" not in header:
         raise DefinitionError(f"{path}:1: no 'Bootstrap:' header")
     if header["bootstrap"][0] not in BOOTSTRAPS:
         value, line = header["bootstrap"]
         raise DefinitionError(f"{path}:{line}: unknown bootstrap agent {value!r}")
-    arguments: dict[str, str] = {}
-    for sec in (s for s in sections if s.name == "arguments"):
-        for number, raw in sec.body:
-            line = raw.strip()
-            if line and not line.startswith("#"):
-                key, sep, value = line.partition("=")
-                if not sep:
-                    raise DefinitionError(f"{path}:{number}: %arguments line {line!r} is not NAME=value")
-                arguments[key.strip()] = value.strip()
-    definition = Definition(path, header, sections, arguments)
+    definition = Definition(path, header, sections, _arguments(path, sections))
     for number, raw in enumerate(text.splitlines(), start=1):  # every placeholder has a default
         if PLACEHOLDER.search(raw):
             definition.resolve(raw, number)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from scalestudy.paper import formats, tables
+from scalestudy.paper import formats, table_values, tables
 from scalestudy.paper.latex import tex
 from scalestudy.paper.selection import EmptySelection
 
@@ -86,7 +86,7 @@ def tf_runs(extra: list[dict] | None = None) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def sheet():
     spec = yaml.safe_load((REPO / "conf/table/table-1.yaml").read_text())
-    data = tables.tf_sheet(tf_runs(), **compute_args(spec))
+    data = table_values.tf_sheet(tf_runs(), **compute_args(spec))
     return {p["key"]: p for p in data["panels"]}, data
 
 
@@ -255,14 +255,14 @@ def test_tf_sheet_missing_cell_is_none_and_duplicate_is_an_error():
     ]
     args = compute_args(spec)
     args["sheet_inputs"] = []
-    panels = {p["key"]: p for p in tables.tf_sheet(gone, **args)["panels"]}
+    panels = {p["key"]: p for p in table_values.tf_sheet(gone, **args)["panels"]}
     key = dict(batch_per_worker=32, data="real", model="resnet50", device="K80")
     assert cell(panels["throughput"], 1, **key) is None
     assert cell(panels["speedup"], 8, **key) is None  # no baseline: no speedup, never a made-up one
     assert cell(panels["p100_vs_k80"], 1, batch_per_worker=32, data="real", model="resnet50") is None
     twice = pd.concat([runs, runs.iloc[:1].assign(run_id="copy")], ignore_index=True)
     with pytest.raises(ValueError, match="several runs share one cell"):
-        tables.tf_sheet(twice, **args)
+        table_values.tf_sheet(twice, **args)
 
 
 def test_tf_sheet_input_that_matches_no_run_is_an_error():
@@ -278,7 +278,7 @@ def test_tf_sheet_input_that_matches_no_run_is_an_error():
         }
     ]
     with pytest.raises(ValueError, match="matches 0 runs"):
-        tables.tf_sheet(tf_runs(), **args)
+        table_values.tf_sheet(tf_runs(), **args)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -420,7 +420,7 @@ def keras_runs() -> pd.DataFrame:
 
 
 def test_keras_blocks_rows_and_columns():
-    data = tables.backend_comparison(keras_runs(), **compute_args(config("table-2")))
+    data = table_values.backend_comparison(keras_runs(), **compute_args(config("table-2")))
     assert data["workers"] == [1, 8, 16]
     order = [(b["model"], b["protocol"], b["framework"]) for b in data["blocks"]]
     assert order == [
@@ -511,7 +511,7 @@ def hacksa_runs() -> pd.DataFrame:
 
 
 def test_hacksa_numbers_by_hand():
-    data = tables.runs_with_speedups(hacksa_runs(), **compute_args(config("table-3")))
+    data = table_values.runs_with_speedups(hacksa_runs(), **compute_args(config("table-3")))
     blocks = {b["model"]: b for b in data["blocks"]}
     assert [b["model"] for b in data["blocks"]] == ["vgg19", "resnet101_v2", "inception4"]
     vgg2 = blocks["vgg19"]["rows"][1]
@@ -566,16 +566,16 @@ def test_hacksa_table_renders_failed_and_missing(tmp_path):
 
 def test_hacksa_failure_reason_without_a_known_pattern():
     assert (
-        tables.short_reason(
+        table_values.short_reason(
             "the log ends at line 80 without a 'Training took' line", [{"pattern": "TIME LIMIT", "label": "time limit"}]
         )
         is None
     )
-    assert tables.short_reason(None, []) is None
+    assert table_values.short_reason(None, []) is None
     labels = config("table-3")["compute"]["failure_labels"]
-    assert tables.short_reason("Traceback ...\nValueError: bad shape (1.err:12)", labels) == "Python error"
+    assert table_values.short_reason("Traceback ...\nValueError: bad shape (1.err:12)", labels) == "Python error"
     assert (
-        tables.short_reason("slurmstepd: error: *** JOB 1 CANCELLED DUE TO TIME LIMIT ***", labels)
+        table_values.short_reason("slurmstepd: error: *** JOB 1 CANCELLED DUE TO TIME LIMIT ***", labels)
         == "Slurm time limit"
     )
 
@@ -632,7 +632,7 @@ def kmg_runs() -> pd.DataFrame:
 
 def test_table5_cells_by_hand(kmg_runs):
     spec = config("table-5")
-    data = tables.cross_check(kmg_runs, **compute_args(spec))
+    data = table_values.cross_check(kmg_runs, **compute_args(spec))
     cell = {(r["published_table"], r["platform"], r["method"], r["model"]): r for r in data["rows"]}
     # measurements.md:349-355, kuza55 on 7gforce, Inception-v3: images/s at 1 GPU, then at 2 and 4 GPUs with the
     # PS on the CPU and on a GPU images/s, speedup and efficiency (4 x 3), and 6 GPUs 'error' twice: 1 + 12 + 2
@@ -661,7 +661,7 @@ def test_table5_lists_a_disagreement(kmg_runs):
     hit = (doctored["published_line"] == "measurements.md:353") & (doctored["method"] == "kuza55")
     assert hit.sum() == 1
     doctored.loc[hit, "printed_speedup"] = "1.47"
-    data = tables.cross_check(doctored, **compute_args(spec))
+    data = table_values.cross_check(doctored, **compute_args(spec))
     assert data["totals"]["agree"] == 113 and len(data["disagreements"]) == 1
     bad = data["disagreements"][0]
     assert (bad["quantity"], bad["printed"]) == ("speedup", "1.47") and bad["log"] == pytest.approx(57.15 / 39.07)

@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import IMAGE_FACTS, load_script
+from helpers import IMAGE_FACTS, REPO, load_script
 
-REPO = Path(__file__).resolve().parents[1]
 DOCKER = "/usr/bin/docker"  # Debian's docker.io CLI: BuildKit without buildx (scripts/container.sh)
 IMAGE = os.environ.get("SCALESTUDY_TEST_IMAGE", "scalestudy:cpu")
 BUILD_TIMEOUT_S = 40 * 60

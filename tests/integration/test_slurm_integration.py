@@ -17,7 +17,7 @@ from test_slurm import _artifact_files, cfg, need_submitit_launcher
 from scalestudy.harness.slurm import commands as slurm
 from scalestudy.store import load_runs
 
-APP = Path(__file__).resolve().parent / "slurm_app" / "app.py"
+APP = REPO / "tests" / "slurm_app" / "app.py"
 
 
 # A Python with Horovod for the real Horovod test: this one, else the training environment beside it.

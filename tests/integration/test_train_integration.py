@@ -21,10 +21,10 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 import pytest
+from helpers import REPO
 
 from scalestudy.store import load_runs, load_series
 
-REPO = Path(__file__).resolve().parents[1]
 HAVE_HOROVOD = importlib.util.find_spec("horovod") is not None
 pytestmark = [
     pytest.mark.skipif(

@@ -12,6 +12,7 @@ Each table's header names the GPU counts (`GPU (1)`, `GPU(8)`); each row one met
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..schema import RunRecord, SchemaError, canonical_model
@@ -85,77 +86,86 @@ def _setup(key: str, value: str, where: str, into: dict[str, object], notes: dic
         raise SchemaError(f"{where}: unknown setup item {key!r}")
 
 
+@dataclass
+class _Position:
+    """Where the reader is in the file: which model, protocol and backend the next table belongs to, and what the
+    setup bullets said so far."""
+
+    model: str | None = None
+    setup: dict[str, object] = field(default_factory=dict)  # from the model's ### Setup
+    setup_notes: dict[str, str] = field(default_factory=dict)
+    section: dict[str, object] = field(default_factory=dict)  # from the current ### protocol section (wins)
+    protocol: str | None = None
+    framework: str | None = None
+    bullets_into: dict[str, object] | None = None
+
+    def enter(self, level: int, title: str, where: str) -> None:
+        """A heading: ## model, ### Setup or a protocol, #### a backend (# the document's title)."""
+        self.bullets_into = None
+        if level == 2:
+            self.model = canonical_model(title, where)
+            self.setup, self.setup_notes, self.section, self.protocol, self.framework = {}, {}, {}, None, None
+        elif level == 3:
+            self._protocol(title, where)
+        elif level == 4:
+            backend = BACKEND_RE.match(title)
+            if not backend or self.protocol is None:
+                raise SchemaError(
+                    f"{where}: unknown heading {title!r} (expected '#### <MXNet|Tensorflow> Backend' "
+                    "under a protocol section)"
+                )
+            self.framework = _framework(backend[1], where)
+
+    def _protocol(self, title: str, where: str) -> None:
+        if self.model is None:
+            raise SchemaError(f"{where}: section {title!r} comes before any '## <model>' heading")
+        self.framework = None
+        plain = PLAIN_RE.match(title)
+        if title.lower() == "setup":
+            self.bullets_into = self.setup
+            self.protocol = None
+        elif plain:
+            self.protocol, self.section = "plain", {}
+            self.framework = _framework(plain[1], where)
+        elif title.lower() == "reduce randomization":
+            self.protocol, self.section = "reduce-randomization", {}
+            self.bullets_into = self.section
+        else:
+            raise SchemaError(f"{where}: unknown section {title!r}")
+
+
 def read(folder: Path) -> list[RunRecord]:
     source = read_source(folder)
     path = folder / FILE
     lines = read_text(path).splitlines()
 
     records: list[RunRecord] = []
-    model: str | None = None
-    setup: dict[str, object] = {}  # from the model's ### Setup
-    setup_notes: dict[str, str] = {}
-    section: dict[str, object] = {}  # from the current ### protocol section (overrides setup)
-    protocol: str | None = None
-    framework: str | None = None
-    bullets_into: dict[str, object] | None = None
+    at = _Position()
     seen: dict[str, str] = {}  # run key -> where its table starts
 
     i = 0
     while i < len(lines):
         line, where = lines[i], f"{path}:{i + 1}"
         heading = HEADING_RE.match(line)
-        if heading:
-            level, title = len(heading[1]), heading[2]
-            bullets_into = None
-            if level == 1:
-                pass
-            elif level == 2:
-                model = canonical_model(title, where)
-                setup, setup_notes, section, protocol, framework = {}, {}, {}, None, None
-            elif level == 3:
-                if model is None:
-                    raise SchemaError(f"{where}: section {title!r} comes before any '## <model>' heading")
-                framework = None
-                plain = PLAIN_RE.match(title)
-                if title.lower() == "setup":
-                    bullets_into = setup
-                    protocol = None
-                elif plain:
-                    protocol, section = "plain", {}
-                    framework = _framework(plain[1], where)
-                elif title.lower() == "reduce randomization":
-                    protocol, section = "reduce-randomization", {}
-                    bullets_into = section
-                else:
-                    raise SchemaError(f"{where}: unknown section {title!r}")
-            elif level == 4:
-                backend = BACKEND_RE.match(title)
-                if not backend or protocol is None:
-                    raise SchemaError(
-                        f"{where}: unknown heading {title!r} (expected '#### <MXNet|Tensorflow> Backend' "
-                        "under a protocol section)"
-                    )
-                framework = _framework(backend[1], where)
-            i += 1
-            continue
         bullet = BULLET_RE.match(line)
-        if bullet and bullets_into is not None:
-            _setup(bullet[1], bullet[2], where, bullets_into, setup_notes)
-            i += 1
-            continue
-        if line.lstrip().startswith("|"):
+        if heading:
+            at.enter(len(heading[1]), heading[2], where)
+        elif bullet and at.bullets_into is not None:
+            _setup(bullet[1], bullet[2], where, at.bullets_into, at.setup_notes)
+        elif line.lstrip().startswith("|"):
             start = i
             while i < len(lines) and lines[i].lstrip().startswith("|"):
                 i += 1
+            settings = {**at.setup, **at.section}
             for rec in _table(
-                lines[start:i], start + 1, path, source, model, protocol, framework, {**setup, **section}, setup_notes
+                lines[start:i], start + 1, path, source, at.model, at.protocol, at.framework, settings, at.setup_notes
             ):
                 if rec.key in seen:
                     raise SchemaError(f"{rec.where}: a second table for {rec.key!r} (the first: {seen[rec.key]})")
                 seen[rec.key] = rec.where
                 records.append(rec)
-            framework = None  # every table sits under its own backend heading
-            bullets_into = None
+            at.framework = None  # every table sits under its own backend heading
+            at.bullets_into = None
             continue
         i += 1
     if not records:
@@ -168,6 +178,51 @@ def _framework(name: str, where: str) -> str:
     if key not in FRAMEWORKS:
         raise SchemaError(f"{where}: unknown Keras backend {name!r} (known: {', '.join(FRAMEWORKS)})")
     return FRAMEWORKS[key]
+
+
+def _header_workers(row: str, where: str) -> list[int]:
+    """The GPU counts of a table's header row ('| | GPU (1) | GPU (2) |...')."""
+    header = _cells(row)
+    if header[0]:
+        raise SchemaError(f"{where}: the header's first cell should be empty, not {header[0]!r}")
+    workers = []
+    for cell in header[1:]:
+        m = GPU_RE.match(cell)
+        if not m:
+            raise SchemaError(f"{where}: header cell {cell!r} is not 'GPU (N)'")
+        workers.append(int(m[1]))
+    if len(set(workers)) != len(workers):
+        raise SchemaError(f"{where}: header repeats a GPU count: {workers}")
+    return workers
+
+
+def _body_metrics(body: list[str], workers: list[int], path: Path, first_line: int) -> list[dict[str, float]]:
+    """Per GPU count, the metrics of the rows below the header (the first of them the '|---|' row)."""
+    width = len(workers) + 1
+    if not (body and all(SEPARATOR_RE.match(c) for c in _cells(body[0]))):
+        raise SchemaError(f"{path}:{first_line + 1}: the table header is not followed by a '|---|' row")
+    if len(_cells(body[0])) != width:
+        raise SchemaError(
+            f"{path}:{first_line + 1}: {len(_cells(body[0]))} cells in the separator row, expected {width}"
+        )
+    metrics: list[dict[str, float]] = [{} for _ in workers]
+    for offset, row in enumerate(body[1:]):
+        row_where = f"{path}:{first_line + 2 + offset}"
+        cells = _cells(row)
+        if len(cells) != width:
+            raise SchemaError(f"{row_where}: {len(cells)} cells, expected {width} (label + {len(workers)} GPU counts)")
+        label = cells[0]
+        if label not in ROW_METRICS:
+            raise SchemaError(f"{row_where}: unknown row {label!r} (known: {', '.join(ROW_METRICS)})")
+        name = ROW_METRICS[label]
+        for n, column, cell in zip(workers, metrics, cells[1:]):
+            if name in column:
+                raise SchemaError(f"{row_where}: row {label!r} repeats")
+            value = number(cell, row_where, f"{label} / GPU ({n})")
+            if name.startswith("accuracy_") and value > 1:
+                raise SchemaError(f"{row_where}: {label} {value} is not a fraction in 0..1")
+            column[name] = value
+    return metrics
 
 
 def _table(
@@ -190,46 +245,8 @@ def _table(
     for name in ("data", "platform", "device", "batch_per_worker", "epochs"):
         if name not in settings:
             raise SchemaError(f"{where}: the setup of {model} does not state {name}")
-    header = _cells(rows[0])
-    if header[0]:
-        raise SchemaError(f"{where}: the header's first cell should be empty, not {header[0]!r}")
-    workers = []
-    for cell in header[1:]:
-        m = GPU_RE.match(cell)
-        if not m:
-            raise SchemaError(f"{where}: header cell {cell!r} is not 'GPU (N)'")
-        workers.append(int(m[1]))
-    if len(set(workers)) != len(workers):
-        raise SchemaError(f"{where}: header repeats a GPU count: {workers}")
-    body = rows[1:]
-    if body and all(SEPARATOR_RE.match(c) for c in _cells(body[0])):
-        sep = _cells(body[0])
-        if len(sep) != len(header):
-            raise SchemaError(f"{path}:{first_line + 1}: {len(sep)} cells in the separator row, expected {len(header)}")
-        body, body_start = body[1:], first_line + 2
-    else:
-        raise SchemaError(f"{path}:{first_line + 1}: the table header is not followed by a '|---|' row")
-
-    metrics: list[dict[str, float]] = [{} for _ in workers]
-    for offset, row in enumerate(body):
-        row_where = f"{path}:{body_start + offset}"
-        cells = _cells(row)
-        if len(cells) != len(header):
-            raise SchemaError(
-                f"{row_where}: {len(cells)} cells, expected {len(header)} (label + {len(workers)} GPU counts)"
-            )
-        label = cells[0]
-        if label not in ROW_METRICS:
-            raise SchemaError(f"{row_where}: unknown row {label!r} (known: {', '.join(ROW_METRICS)})")
-        name = ROW_METRICS[label]
-        for n, column, cell in zip(workers, metrics, cells[1:]):
-            if name in column:
-                raise SchemaError(f"{row_where}: row {label!r} repeats")
-            value = number(cell, row_where, f"{label} / GPU ({n})")
-            if name.startswith("accuracy_") and value > 1:
-                raise SchemaError(f"{row_where}: {label} {value} is not a fraction in 0..1")
-            column[name] = value
-
+    workers = _header_workers(rows[0], where)
+    metrics = _body_metrics(rows[1:], workers, path, first_line)
     source_line = f"{path}:{first_line}"
     records = []
     for n, values in zip(workers, metrics):

@@ -80,7 +80,7 @@ def _count(value: object) -> int | None:
     return int(number) if number.is_integer() and number >= 1 else None
 
 
-def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, reading: dict, copies: list[str],
+def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, reading: dict, copies: list[str],  # noqa: C901 -- still to split (issue 22): issue 23 landed it at the end of this branch
            sha256: str) -> RunRecord:  # fmt: skip
     """One run from a log's reading and its system file (see the dataset's README for each number)."""
     values, lines, basis = reading["values"], reading["lines"], dict(reading["basis"])

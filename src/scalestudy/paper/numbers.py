@@ -96,7 +96,7 @@ def cross_check(runs: pd.DataFrame, *, key: Sequence[str], baseline: Sequence[st
                 count: str) -> float:  # fmt: skip
     """Table 5's totals (tables.cross_check): how many values the table runs print (`count: printed`), how many a
     raw log also gives (`logged`), how many of those agree to the printed precision (`agree`) or not (`disagree`)."""
-    from .tables import cross_check as table_5
+    from .table_values import cross_check as table_5
 
     totals = table_5(runs, key=key, baseline=baseline, group=group)["totals"]
     if count == "disagree":

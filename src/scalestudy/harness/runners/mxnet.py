@@ -23,15 +23,7 @@ def train(cfg) -> None:
     # 1. Horovod, and one context per rank.
     hvd.init()
     rank, size, local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-    if cfg.device == "gpu":
-        if local_rank >= mx.context.num_gpus():
-            raise SystemExit(f"device=gpu: local rank {local_rank} but only {mx.context.num_gpus()} GPUs visible")
-        ctx = mx.gpu(local_rank)
-        device_name = (
-            os.popen(f"nvidia-smi --query-gpu=name --format=csv,noheader -i {local_rank}").read().strip() or "GPU"
-        )
-    else:
-        ctx, device_name = mx.cpu(), "cpu"
+    ctx, device_name = pin_context(mx, cfg, local_rank)
     mx.random.seed(int(cfg.seed))
     if cfg.mixed_precision:
         from mxnet.contrib import amp
@@ -42,13 +34,7 @@ def train(cfg) -> None:
     size_px, classes, batch = int(cfg.data.image_size), int(cfg.data.num_classes), int(cfg.batch_per_worker)
     net = gluon.model_zoo.vision.get_model(cfg.model.gluon, classes=classes, pretrained=False)
     if cfg.model.name == "inception3" and size_px != 299:
-        # gluon's Inception3 ends with an 8x8 average pool sized for 299 px; a global pool is the same there
-        blocks = list(net.features)[:-2]
-        features = gluon.nn.HybridSequential(prefix="")
-        for block in blocks:
-            features.add(block)
-        features.add(gluon.nn.GlobalAvgPool2D(), gluon.nn.Dropout(0.5))
-        net.features = features
+        net.features = global_pool_features(gluon, net)
     net.initialize(mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), ctx=ctx)
     net.hybridize(static_alloc=True, static_shape=True)
     net(mx.nd.zeros((1, 3, size_px, size_px), ctx=ctx))  # materialise the deferred-shape parameters
@@ -120,27 +106,14 @@ def train(cfg) -> None:
             train_correct, train_seen = train_correct + correct, train_seen + batch
     log(rank, f"trained {plan.total_steps} steps, last loss {loss:.4f}")
     if cfg.get("profile") == "mxnet":  # MXNet's profiler on a few more steps, after the timed ones
-        trace = profile_dir(cfg, rank) / "profile.json"  # Chrome trace format
-        mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(trace))
-        mx.profiler.set_state("run")
-        for _ in range(int(cfg.profile_steps)):
-            train_step(*(prepare(*data.train.next()) if real else synthetic))
-            mx.nd.waitall()
-        mx.profiler.set_state("stop")
-        mx.profiler.dump()
-        (trace.parent / "aggregate.txt").write_text(mx.profiler.dumps())  # time per operator, as a table
-        log(rank, f"profiled {cfg.profile_steps} steps into {trace}")
+        profile_steps(mx, cfg, rank, lambda: train_step(*(prepare(*data.train.next()) if real else synthetic)))
 
     # 5. Test accuracy (real data; not timed), then rank 0 gathers every rank's numbers.
     accuracy = {}
     if real:
-        (x_test, y_test), test_correct = data.test, 0
-        for i in range(0, len(x_test), batch):
-            images, labels = prepare(x_test[i : i + batch], y_test[i : i + batch])
-            test_correct += int((net(images).argmax(axis=1) == labels).sum().asscalar())
-        accuracy = dict(
-            train_correct=train_correct, train_seen=train_seen, test_correct=test_correct, test_seen=len(x_test)
-        )
+        test_correct, test_seen = held_out_counts(net, prepare, data.test, batch)
+        accuracy = dict(train_correct=train_correct, train_seen=train_seen)
+        accuracy.update(test_correct=test_correct, test_seen=test_seen)
     gpu = cfg.device == "gpu"
     me = rank_info(rank, local_rank, size, device_name=device_name, threads=int(os.environ.get("OMP_NUM_THREADS", "0")))
     memory = {
@@ -151,3 +124,47 @@ def train(cfg) -> None:
     if rank == 0:
         write_result(cfg, records, framework={"name": "mxnet", "mxnet": mx.__version__}, written_unix=time.time())
         log(rank, f"result written to {cfg.launch.result_file}")
+
+
+def pin_context(mx, cfg, local_rank: int):
+    """(MXNet context, device name): the GPU of this local rank, or the CPU."""
+    if cfg.device != "gpu":
+        return mx.cpu(), "cpu"
+    if local_rank >= mx.context.num_gpus():
+        raise SystemExit(f"device=gpu: local rank {local_rank} but only {mx.context.num_gpus()} GPUs visible")
+    name = os.popen(f"nvidia-smi --query-gpu=name --format=csv,noheader -i {local_rank}").read().strip() or "GPU"
+    return mx.gpu(local_rank), name
+
+
+def global_pool_features(gluon, net):
+    """gluon's Inception3 ends with an 8x8 average pool sized for 299 px; a global pool is the same there and
+    serves any other size."""
+    features = gluon.nn.HybridSequential(prefix="")
+    for block in list(net.features)[:-2]:
+        features.add(block)
+    features.add(gluon.nn.GlobalAvgPool2D(), gluon.nn.Dropout(0.5))
+    return features
+
+
+def profile_steps(mx, cfg, rank: int, one_step) -> None:
+    """profile=mxnet: MXNet's profiler on cfg.profile_steps more steps (one_step() runs one), after the timed ones:
+    a Chrome trace and the time per operator as a table."""
+    trace = profile_dir(cfg, rank) / "profile.json"  # Chrome trace format
+    mx.profiler.set_config(profile_all=True, aggregate_stats=True, filename=str(trace))
+    mx.profiler.set_state("run")
+    for _ in range(int(cfg.profile_steps)):
+        one_step()
+        mx.nd.waitall()
+    mx.profiler.set_state("stop")
+    mx.profiler.dump()
+    (trace.parent / "aggregate.txt").write_text(mx.profiler.dumps())
+    log(rank, f"profiled {cfg.profile_steps} steps into {trace}")
+
+
+def held_out_counts(net, prepare, test, batch: int) -> tuple[int, int]:
+    """(correct, seen) of the network on the test images, in batches (not timed)."""
+    (x_test, y_test), correct = test, 0
+    for i in range(0, len(x_test), batch):
+        images, labels = prepare(x_test[i : i + batch], y_test[i : i + batch])
+        correct += int((net(images).argmax(axis=1) == labels).sum().asscalar())
+    return correct, len(x_test)

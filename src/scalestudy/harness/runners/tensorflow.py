@@ -23,20 +23,7 @@ def train(cfg) -> None:
     # 1. Horovod, and one device per rank.
     hvd.init()
     rank, size, local_rank = hvd.rank(), hvd.size(), hvd.local_rank()
-    gpus = tf.config.list_physical_devices("GPU")
-    if cfg.device == "gpu":
-        if local_rank >= len(gpus):
-            raise SystemExit(f"device=gpu: local rank {local_rank} but only {len(gpus)} GPUs visible")
-        tf.config.experimental.set_memory_growth(gpus[local_rank], True)
-        tf.config.set_visible_devices(gpus[local_rank], "GPU")
-        device_name = tf.config.experimental.get_device_details(gpus[local_rank]).get("device_name", "GPU")
-    else:
-        tf.config.set_visible_devices([], "GPU")
-        threads = int(os.environ.get("OMP_NUM_THREADS", "0")) or None
-        if threads:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
-            tf.config.threading.set_inter_op_parallelism_threads(2)
-        device_name = "cpu"
+    device_name = pin_device(tf, cfg, local_rank)
     tf.keras.utils.set_random_seed(int(cfg.seed))  # the same initial weights everywhere, broadcast anyway
     if cfg.xla:
         tf.config.optimizer.set_jit("autoclustering")  # Horovod's ops stay outside the XLA clusters
@@ -104,24 +91,14 @@ def train(cfg) -> None:
             train_correct, train_seen = train_correct + correct, train_seen + batch
     log(rank, f"trained {plan.total_steps} steps, last loss {loss:.4f}")
     if cfg.get("profile") == "tf":  # TensorFlow's profiler on a few more steps, after the timed ones
-        logdir = profile_dir(cfg, rank)
-        tf.profiler.experimental.start(str(logdir))
-        for step in range(plan.total_steps, plan.total_steps + int(cfg.profile_steps)):
-            with tf.profiler.experimental.Trace("train", step_num=step, _r=1):  # step markers for TensorBoard
-                images, labels = data.train.next() if real else synthetic
-                train_step(images, labels)[0].numpy()
-        tf.profiler.experimental.stop()
-        log(rank, f"profiled {cfg.profile_steps} steps into {logdir}")
+        profile_steps(tf, cfg, rank, plan.total_steps, lambda: train_step(*(data.train.next() if real else synthetic)))
 
     # 5. Test accuracy (real data; not timed), then rank 0 gathers every rank's numbers.
     accuracy = {}
     if real:
-        (x_test, y_test), test_correct = data.test, 0
-        for i in range(0, len(x_test), batch):
-            logits = model(prepare(x_test[i : i + batch]), training=False)
-            test_correct += int(tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y_test[i : i + batch]), tf.int64)))
+        test_correct, test_seen = held_out_counts(tf, model, prepare, data.test, batch)
         accuracy = dict(
-            train_correct=train_correct, train_seen=train_seen, test_correct=test_correct, test_seen=len(x_test)
+            train_correct=train_correct, train_seen=train_seen, test_correct=test_correct, test_seen=test_seen
         )
     gpu = cfg.device == "gpu"
     me = rank_info(
@@ -144,3 +121,41 @@ def train(cfg) -> None:
             written_unix=time.time(),
         )
         log(rank, f"result written to {cfg.launch.result_file}")
+
+
+def pin_device(tf, cfg, local_rank: int) -> str:
+    """One GPU per rank (by local rank, memory grown as needed), or the CPU with OMP_NUM_THREADS threads; the
+    device's name."""
+    gpus = tf.config.list_physical_devices("GPU")
+    if cfg.device == "gpu":
+        if local_rank >= len(gpus):
+            raise SystemExit(f"device=gpu: local rank {local_rank} but only {len(gpus)} GPUs visible")
+        tf.config.experimental.set_memory_growth(gpus[local_rank], True)
+        tf.config.set_visible_devices(gpus[local_rank], "GPU")
+        return tf.config.experimental.get_device_details(gpus[local_rank]).get("device_name", "GPU")
+    tf.config.set_visible_devices([], "GPU")
+    threads = int(os.environ.get("OMP_NUM_THREADS", "0")) or None
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(2)
+    return "cpu"
+
+
+def profile_steps(tf, cfg, rank: int, first_step: int, one_step) -> None:
+    """profile=tf: TensorFlow's profiler on cfg.profile_steps more steps (one_step() runs one), after the timed ones."""
+    logdir = profile_dir(cfg, rank)
+    tf.profiler.experimental.start(str(logdir))
+    for step in range(first_step, first_step + int(cfg.profile_steps)):
+        with tf.profiler.experimental.Trace("train", step_num=step, _r=1):  # step markers for TensorBoard
+            one_step()[0].numpy()
+    tf.profiler.experimental.stop()
+    log(rank, f"profiled {cfg.profile_steps} steps into {logdir}")
+
+
+def held_out_counts(tf, model, prepare, test, batch: int) -> tuple[int, int]:
+    """(correct, seen) of the model on the test images, in batches (not timed)."""
+    (x_test, y_test), correct = test, 0
+    for i in range(0, len(x_test), batch):
+        logits = model(prepare(x_test[i : i + batch]), training=False)
+        correct += int(tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, 1), y_test[i : i + batch]), tf.int64)))
+    return correct, len(x_test)

@@ -31,7 +31,7 @@ def sniff(lines: Sequence[str]) -> bool:
     return any(line.lstrip(" \t").startswith(PREFIX + "{") for line in lines[:20])
 
 
-def parse(path: Path, options: LogOptions) -> list[RunRecord]:
+def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- still to split (issue 22): issue 21 was rewriting it
     lines = lines_of(path)
     parameters: dict | None = None
     parameter_line = 0

@@ -74,7 +74,7 @@ def _machine(config: dict) -> str | None:
     return ", ".join(parts) or None
 
 
-def parse(path: Path, options: LogOptions) -> list[RunRecord]:
+def parse(path: Path, options: LogOptions) -> list[RunRecord]:  # noqa: C901 -- still to split (issue 22): issue 21 was rewriting it
     """The run of one --benchmark_log_dir folder; `path` is the folder or a file in it."""
     folder = path if path.is_dir() else path.parent
     metric_path, bench_path = folder / "metric.log", folder / "benchmark.log"

@@ -158,7 +158,7 @@ def variable_update(
     return raw, tags
 
 
-def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:
+def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:  # noqa: C901 -- still to split (issue 22): issue 21 was rewriting it
     where = f"{path}:{run.start}"
     header = run.header
     if "Model" not in header:
