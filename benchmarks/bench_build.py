@@ -3,6 +3,7 @@
   python benchmarks/bench_build.py            # both benchmarks below
   python benchmarks/bench_build.py figure-3   # `make figure-3` on the repository's store: target < 5 s
   python benchmarks/bench_build.py store-10k  # all figures and tables from a 10,000-run store: target < 60 s
+  python benchmarks/bench_build.py seal       # the builder's check of the runs' values_hash alone
   python benchmarks/bench_build.py readers    # the store read directly (SQLite) against MlflowClient.search_runs
 
 Each measurement is the wall time of the whole command a user runs (process start, Hydra,
@@ -63,6 +64,38 @@ def bench_store_10k(runs: int = 10_000, repeat: int = 3) -> None:
     report(f"all figures and tables from a {runs}-run store", timed(cmd, env, repeat), 60)
 
 
+def bench_seal(repeat: int = 5, copies: int = 25) -> None:
+    """The builder's check of every run's values_hash (store/read.check_sealed) alone, on the frames its one query
+    per table reads from the published store, and on those frames repeated `copies` times (run ids made distinct)."""
+    import sqlite3
+    import statistics
+
+    import pandas as pd
+
+    from scalestudy.store import sqlite_path, tracking_uri
+    from scalestudy.store.read import check_sealed
+
+    con = sqlite3.connect(f"file:{sqlite_path(tracking_uri())}?mode=ro", uri=True)
+    runs = pd.read_sql_query(
+        "SELECT r.run_uuid AS run_id, r.name AS run_name, e.name AS experiment FROM runs r"
+        " JOIN experiments e USING (experiment_id) WHERE r.lifecycle_stage = 'active'",
+        con,
+    )
+    frames = [pd.read_sql_query(f"SELECT run_uuid AS run_id, key, value FROM {table} WHERE run_uuid IN"
+                                " (SELECT run_uuid FROM runs WHERE lifecycle_stage = 'active')", con)
+              for table in ("params", "latest_metrics", "tags")]  # fmt: skip
+    con.close()
+    for n in (1, copies):
+        many = [pd.concat([f.assign(run_id=f.run_id + f"-{i}") for i in range(n)]) for f in (runs, *frames)]
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            check_sealed(*many, {})
+            times.append(time.perf_counter() - t0)
+        print(f"check_sealed on {len(many[0])} runs: {1e3 * statistics.median(times):.1f} ms median of {repeat} "
+              f"({1e3 * min(times):.1f} .. {1e3 * max(times):.1f})")  # fmt: skip
+
+
 def bench_readers(repeat: int = 3) -> None:
     """Why the builder reads a SQLite store directly: a fresh process reading every run of the repository's
     store, by each path (both give the same table: tests/test_store.py)."""
@@ -83,6 +116,8 @@ def bench_readers(repeat: int = 3) -> None:
 
 if __name__ == "__main__":
     which = sys.argv[1:] or ["figure-3", "store-10k"]
+    if "seal" in which:
+        bench_seal()
     if "figure-3" in which:
         bench_figure3()
     if "store-10k" in which:

@@ -109,3 +109,33 @@ def empty_store(empty_store_file, tmp_path) -> str:
     """URI of a private, empty MLflow store (a copy of `empty_store_file`) in this test's folder."""
     shutil.copyfile(empty_store_file, tmp_path / "store.db")
     return f"sqlite:///{tmp_path / 'store.db'}"
+
+
+@pytest.fixture
+def silent_origin():
+    """A real TCP server on loopback that accepts connections and never answers (a hung download)."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held = []
+    stop = threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])  # accepted, read from never, answered never
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/"
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()

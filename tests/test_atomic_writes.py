@@ -104,3 +104,45 @@ def test_a_figure_whose_build_fails_while_writing_keeps_all_four_old_files(tmp_p
         figures.build_figure(spec, runs.assign(throughput_total=[10.0, 15.0]), source="published",
                              out_dir=tmp_path, commit="c2")  # fmt: skip
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # old files, no temporary left
+
+
+SET_WRITER = (
+    "import sys; from pathlib import Path; from scalestudy.files import atomic_files; "
+    "folder = Path(sys.argv[1]); names = ['f.pdf', 'f.png', 'f.json', 'f.caption.tex']\n"
+    "with atomic_files(*(folder / n for n in names)) as temporaries:\n"
+    "    for tmp in temporaries: tmp.write_text('new ' + tmp.name.split('.')[2])\n"
+)
+
+
+@pytest.mark.parametrize("boundary", [1, 2, 3, 4, 5])
+def test_a_set_killed_at_any_rename_is_completed_by_the_next_writer(tmp_path, boundary):
+    """A figure's four files: SIGKILL before the 1st..4th rename, or after the 4th (before the journal goes):
+    the next writer in the folder finishes the set from its journal, so all four are new (never some old)."""
+    names = ["f.pdf", "f.png", "f.json", "f.caption.tex"]
+    for name in names:
+        (tmp_path / name).write_text(f"old {name.split('.')[1]}")
+    env = dict(os.environ, SCALESTUDY_KILL_AT_RENAME=str(boundary))
+    proc = subprocess.run([sys.executable, "-c", SET_WRITER, str(tmp_path)], env=env, capture_output=True, text=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    states = [(tmp_path / n).read_text().split()[0] for n in names]
+    assert states == ["new"] * (boundary - 1) + ["old"] * (len(names) - boundary + 1)  # half a set, as the issue saw
+    journals = [p.name for p in tmp_path.iterdir() if files.JOURNAL.match(p.name)]
+    assert len(journals) == 1 and journals[0].startswith(".f.pdf.")  # a reader can tell a set is being replaced
+    files.remove_stale_temporaries(tmp_path)
+    assert [(tmp_path / n).read_text() for n in names] == [f"new {n.split('.')[1]}" for n in names]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)  # journal and temporaries gone
+
+
+def test_sigterm_during_the_renames_waits_for_the_last(tmp_path):
+    """SIGTERM arriving while a set is renamed is held until the set is whole, then exits as usual."""
+    names = ["f.pdf", "f.png", "f.json", "f.caption.tex"]
+    script = (
+        "import os, signal; from scalestudy import files; files.exit_on_termination(); "
+        "real = os.replace\n"
+        "def slow(a, b):\n    os.kill(os.getpid(), signal.SIGTERM); real(a, b)\n"
+        "files.os.replace = slow\n" + SET_WRITER
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 128 + signal.SIGTERM, proc.stderr
+    assert [(tmp_path / n).read_text() for n in names] == [f"new {n.split('.')[1]}" for n in names]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names)

@@ -11,6 +11,7 @@ import http.server
 import os
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,18 @@ def test_git_holds_no_third_party_raw_file():
         for raw in raw_files(read_source(folder), folder):
             assert f"experiments/reference/{folder.name}/{raw.path}" not in paths
     assert not [p for p in paths if p.endswith(".err") or "/logs/" in p]
+
+
+def test_a_hung_download_fails_within_the_timeout_the_user_sets(cache, tmp_path, silent_origin, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", "")
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", "1.5")
+    folder = with_origin(tmp_path, silent_origin)
+    started = time.monotonic()
+    with pytest.raises(SchemaError, match=r"^hacksa-2019/logs/1\.err: not in the cache .* did not answer within 1\.5 s "
+                       r"\(SCALESTUDY_DOWNLOAD_TIMEOUT sets the wait\)"):  # fmt: skip
+        fetch_raw_files("hacksa-2019", listed(folder)[:1])
+    assert 1.5 <= time.monotonic() - started < 10
+    assert not (cache / "hacksa-2019" / "logs" / "1.err").exists()
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", "soon")
+    with pytest.raises(SchemaError, match=r"^SCALESTUDY_DOWNLOAD_TIMEOUT='soon' is not a number of seconds > 0"):
+        fetch_raw_files("hacksa-2019", listed(folder)[:1])

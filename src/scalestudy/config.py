@@ -38,6 +38,44 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), conf:
         GlobalHydra.instance().clear()
 
 
+# The functions a figure, table or number may name as `_target_` (a Hydra override can name any function of the
+# package otherwise, e.g. one that writes files): those defined in the derived quantities, the paper builder's
+# modules (drawing, tables, numbers) and the scaling model's report; public, and not one of the builder's own
+# entry points (build_*, compute_*, main), which write files.
+CALLABLE_MODULES = ("scalestudy.derive", "scalestudy.paper.*", "scalestudy.scaling.report")
+
+
+def _callable_module(module: str) -> bool:
+    return module in ("scalestudy.derive", "scalestudy.scaling.report") or (
+        module.startswith("scalestudy.paper.") and module.count(".") == 2 and module != "scalestudy.paper.__main__"
+    )
+
+
+def check_targets(spec, where: str) -> None:
+    """Every `_target_` in `spec` (nested ones too: Hydra calls those first) names a function a figure, table or
+    number may use; else ValueError naming the config key and the target."""
+    import importlib
+
+    if isinstance(spec, dict):
+        target = spec.get("_target_")
+        if target is not None:
+            module, _, name = str(target).rpartition(".")
+            allowed = _callable_module(module) and not name.startswith(("_", "build_", "compute_", "main"))
+            if allowed:
+                found = getattr(importlib.import_module(module), name, None)
+                allowed = callable(found) and getattr(found, "__module__", None) == module
+            if not allowed:
+                raise ValueError(
+                    f"{where}: {target}: not a function a figure, table or number may call (_target_ may name "
+                    f"the public functions of {', '.join(CALLABLE_MODULES)})"
+                )
+        for key, value in spec.items():
+            check_targets(value, f"{where}.{key}" if key != "_target_" else where)
+    elif isinstance(spec, (list, tuple)):
+        for n, value in enumerate(spec):
+            check_targets(value, f"{where}[{n}]")
+
+
 def call(spec, *args, where: str, **kwargs):
     """Hydra's `call` of a declared function (`_target_` plus its arguments), lists passed as lists.
 
@@ -49,6 +87,7 @@ def call(spec, *args, where: str, **kwargs):
 
     if not isinstance(spec, dict) or "_target_" not in spec:
         raise ValueError(f"{where}: no _target_ (the function to call)")
+    check_targets(spec, where)
     try:
         return hydra_call(spec, *args, _convert_="all", **kwargs)
     except InstantiationException as err:

@@ -13,6 +13,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 REQUIRED_PARAMS = (
     "model",  # canonical model name, see MODELS
@@ -167,6 +168,9 @@ class RunRecord:
     start_ms: int | None = None
     end_ms: int | None = None
     where: str = ""  # file:line this record came from, for error messages
+    # Tags that say where the source was found, not what it says: a subclass leaves them out of its content hash,
+    # and an import does not count a run whose only difference is there as changed (store/verify.py).
+    location_tags: ClassVar[frozenset[str]] = frozenset()
 
     def validate(self) -> None:
         missing = [p for p in REQUIRED_PARAMS if p not in self.params or self.params[p] in (None, "")]

@@ -66,7 +66,10 @@ def fetched_raw_files(folder: Path, source: dict) -> tuple[dict[str, Path], dict
     from .fetch import cache_dir, fetch_raw_files, raw_files
 
     files = fetch_raw_files(folder.name, raw_files(source, folder), source.get("mirror_folder"))
-    return files, {**source, "raw_dir": str(cache_dir() / folder.name)}
+    # Where each was read -> its path in the dataset: a cache that cannot be written gives the mirror's copy,
+    # which must name the same path (a run's identity does not depend on where its file was read from).
+    read_at = {str(file.resolve()): path for path, file in files.items()}
+    return files, {**source, "raw_dir": str(cache_dir() / folder.name), "raw_read_at": read_at}
 
 
 def published_tags(source: dict[str, str], where: str) -> dict[str, str]:
@@ -75,8 +78,9 @@ def published_tags(source: dict[str, str], where: str) -> dict[str, str]:
     whichever copy of the folder was read, so the run's content hash does not depend on the copy."""
     file, _, line = where.rpartition(":")
     path = Path(file)
-    shown = path.name  # a file outside the dataset's folder and its fetched raw files
-    for root in (source["folder"], source.get("raw_dir")):  # raw_dir: where fetch_raw_files put the raw files
+    fetched = (source.get("raw_read_at") or {}).get(str(path.resolve()))  # a raw file, from the cache or mirror
+    shown = f"{source['dataset_dir']}/{fetched}" if fetched else path.name  # path.name: outside the dataset
+    for root in () if fetched else (source["folder"], source.get("raw_dir")):
         try:
             shown = f"{source['dataset_dir']}/{path.resolve().relative_to(Path(root).resolve()).as_posix()}"
             break

@@ -64,8 +64,11 @@ def main(argv: list[str] | None = None) -> int:
         with store_lock(uri, write=True):
             for name, (source, records) in parsed.items():
                 experiment = source["experiment"]
-                counts = sync_experiment(experiment, records, uri)
+                notes: list[str] = []
+                counts = sync_experiment(experiment, records, uri, notes)
                 done.append(name)
+                if counts["repaired"]:  # what differed from the source: the store was changed behind our back
+                    print(f"{name}: repaired {counts['repaired']} run(s): " + "; ".join(notes))
                 # The experiment's description in the UI: written only when its text changed.
                 described = describe_experiments(
                     {experiment: experiment_description(source, len(records), users.get(experiment, []))}, uri

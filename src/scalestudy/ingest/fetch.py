@@ -14,6 +14,7 @@ from the cache itself (when its SHA-256 matches), from a mirror (`SCALESTUDY_DAT
 does not match, or that none of the three has, stops the import with one line naming the file, where it was
 looked for and how to supply it. The cache is `SCALESTUDY_DATA_CACHE`, else ~/.cache/scalestudy
 ($XDG_CACHE_HOME/scalestudy where that is set); where it cannot be written, a verified mirror copy is read in place.
+A download fails after SCALESTUDY_DOWNLOAD_TIMEOUT seconds without an answer (20 by default).
 """
 
 from __future__ import annotations
@@ -32,7 +33,22 @@ from ..schema import SchemaError
 CACHE_ENV = "SCALESTUDY_DATA_CACHE"
 MIRROR_ENV = "SCALESTUDY_DATA_MIRROR"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
-DOWNLOAD_TIMEOUT_S = 60
+TIMEOUT_ENV = "SCALESTUDY_DOWNLOAD_TIMEOUT"
+DEFAULT_TIMEOUT_S = 20.0  # seconds without an answer (to connect, or between two reads) before a download fails
+
+
+def download_timeout() -> float:
+    """SCALESTUDY_DOWNLOAD_TIMEOUT (seconds, > 0), else 20: how long a download may go without an answer."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise SchemaError(f"{TIMEOUT_ENV}={text!r} is not a number of seconds > 0")
+    return value
 
 
 @dataclass(frozen=True)
@@ -186,7 +202,8 @@ def _download(raw: RawFile, target: Path) -> Path:
     pooch.get_logger().setLevel("WARNING")  # our own line says what is fetched
     print(f"fetching {raw.url} -> {target}", file=sys.stderr)
     target.parent.mkdir(parents=True, exist_ok=True)
-    downloader = pooch.HTTPDownloader(progressbar=False, timeout=DOWNLOAD_TIMEOUT_S)
+    timeout = download_timeout()
+    downloader = pooch.HTTPDownloader(progressbar=False, timeout=timeout)
     try:
         fetched = pooch.retrieve(
             raw.url, known_hash=f"sha256:{raw.sha256}", fname=target.name, path=target.parent, downloader=downloader
@@ -196,6 +213,10 @@ def _download(raw: RawFile, target: Path) -> Path:
             raise _DownloadError(f"{raw.url} gave a file whose SHA-256 is not the one {raw.where} pins") from None
         raise _DownloadError(f"{raw.url} could not be fetched ({err})") from None
     except Exception as err:  # requests' connection, timeout and HTTP errors
+        if "Timeout" in type(err).__name__:
+            raise _DownloadError(
+                f"{raw.url} did not answer within {timeout:g} s ({TIMEOUT_ENV} sets the wait)"
+            ) from None
         status = getattr(getattr(err, "response", None), "status_code", None)  # an HTTP error: its status
         reason = f"HTTP {status}" if status else type(err).__name__  # requests' own text is a screenful
         raise _DownloadError(f"{raw.url} could not be fetched ({reason})") from None

@@ -21,6 +21,7 @@ ran before that moment overlapped the computation of the gradients still to come
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -92,6 +93,20 @@ def _load_events(path: Path) -> list:
     return events
 
 
+def _check_event(path: Path, number: int, event: dict) -> None:
+    """An event's pid a whole number, its ts and dur finite numbers; else ProfileError naming the event."""
+    what = f"{path}: event {number} ({event.get('ph')!r} {str(event.get('name'))[:40]!r})"
+    pid = event.get("pid")
+    if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
+        raise ProfileError(f"{what}: pid {pid!r:.40} is not a whole number")
+    for key in ("ts", "dur"):
+        value = event.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ProfileError(f"{what}: {key} {value!r:.40} is not a finite number of microseconds")
+
+
 def read_timeline(path: str | Path) -> tuple[list[Span], dict[int, str], dict]:
     """(spans, tensor name per pid, facts) of a Horovod timeline; B/E paired per pid with a stack."""
     path = Path(path)
@@ -103,7 +118,8 @@ def read_timeline(path: str | Path) -> tuple[list[Span], dict[int, str], dict]:
     unmatched = 0
     start_unix = None
     stamps = []
-    for event in events:
+    for number, event in enumerate(events, 1):
+        _check_event(path, number, event)
         phase, pid = event.get("ph"), event.get("pid")
         if phase == "M":
             args = event.get("args") or {}

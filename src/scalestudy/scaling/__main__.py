@@ -43,4 +43,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from ..cli import run
+
+    sys.exit(run(main))

@@ -34,7 +34,23 @@ def load_settings(overrides: list[str]) -> dict:
             known = ", ".join([*base.predict.keys(), "bootstrap", "seed", "fit_max_workers", "prediction_fit"])
             raise ValueError(f"unknown key {key!r} (known: {known})")
         dotted.append(f"{key}={value}")
-    return OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotted)), resolve=True)
+    settings = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotted)), resolve=True)
+    check_predict(settings["predict"])
+    return settings
+
+
+COUNT_KEYS = ("workers", "batch_per_worker", "classes", "gpus_per_node")  # whole numbers >= 1
+
+
+def check_predict(p: dict) -> None:
+    """The predict keys that are counts are whole numbers >= 1 and throughput_1gpu a finite rate > 0 (or null);
+    else SchemaError naming the argument (workers=2.5 is not silently 2, throughput_1gpu=-5 not a negative rate)."""
+    from ..schema import POSITIVE, check_count, check_value
+
+    for key in COUNT_KEYS:
+        check_count(f"argument {key}", p[key], 1)
+    if p.get("throughput_1gpu") is not None:
+        check_value("argument throughput_1gpu (images/s)", p["throughput_1gpu"], *POSITIVE)
 
 
 def _runs():

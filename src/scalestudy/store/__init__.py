@@ -19,12 +19,18 @@ What a reader can rely on (README, "Reliability"):
   without one, and the next import deletes them. A dataset's import is one transaction to readers: its
   experiment is tagged `scalestudy.import=writing` while its runs change and `complete` after, and a reader
   refuses an experiment an import left half-done (an importer killed by SIGKILL): `make import` completes it.
+- A run is sealed: its values_hash (seal.py) hashes its params, latest metrics and tags as the builder reads them;
+  the builder refuses a run changed after it was written, and an experiment missing a run its import left, and
+  the next import compares every run with its source and repairs what differs.
+- A half-made store (a first writer killed while MLflow made its tables; it holds nothing) is made again.
 - A SQLite store that moved (a copied or moved checkout) has its artifact locations re-pointed to the folder
   beside it before anything is written, so no run writes into the old place.
 
 Its modules, each using only those before it: `address` (which store, and can it be used), `lock` (one lock per
-store), `read` (the tidy table, the series), `write` (runs; an import as one transaction; a moved store's
-artifacts), `views` (what the UI shows beside the runs: experiment descriptions and saved views).
+store), `seal` (the hash of a run's values), `read` (the tidy table, the series), `verify` (does a run
+still hold what its record says; who else may change an experiment), `write` (runs; an import as one
+transaction; a moved store's artifacts), `views` (what the UI shows beside the runs: experiment descriptions
+and saved views).
 """
 
 from .address import StoreError, artifact_root, check_uri, sqlite_path, tracking_uri

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,6 +14,7 @@ DEFAULT_STORE = Path(".mlflow") / "store.db"
 KNOWN_SCHEMA_REVISIONS = {"dc11669786a5"}  # mlflow 3.17.2
 SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql", "file", "databricks")
 IMPORT_STATE = "scalestudy.import"  # experiment tag: writing | complete
+IMPORT_RUNS = "scalestudy.runs"  # experiment tag: how many runs its last import left (a reader finding fewer refuses)
 CONTENT_HASH = "content_hash"  # run tag written last: a run without it is incomplete
 HTTP_TIMEOUT_S = float(os.environ.get("SCALESTUDY_HTTP_TIMEOUT", "10"))
 
@@ -66,6 +68,13 @@ def artifact_root(uri: str) -> Path | None:
     return (path.parent / f"{path.stem}-artifacts").resolve()
 
 
+def auth_db(uri: str) -> Path | None:
+    """Where the MLflow UI with --auth keeps its users and permissions for a SQLite store: <store>-auth.db beside
+    it (ui.auth_config); None for any other store."""
+    path = sqlite_path(uri)
+    return None if path is None else (path.parent / f"{path.stem}-auth.db").resolve()
+
+
 def check_writable(path: Path) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,17 +87,67 @@ def check_writable(path: Path) -> None:
 
 
 def check_server(uri: str) -> None:
-    """Fail in seconds, not minutes, when nothing answers at an http(s) store."""
+    """Fail in seconds, not minutes, when nothing answers at an http(s) store, or what answers is not MLflow."""
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(HTTP_TIMEOUT_S)))
+    probe = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=HTTP_TIMEOUT_S):
-            pass
-    except urllib.error.HTTPError:
-        pass  # it answers; the API calls will say more
+        with urllib.request.urlopen(probe, timeout=HTTP_TIMEOUT_S) as resp:
+            body = resp.read(1 << 20)
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return  # an MLflow server with --auth: the API calls say more, with the user's credentials
+        raise StoreError(
+            f"tracking URI {uri} answers, but not as an MLflow server (GET {probe}: HTTP {err.code}): "
+            "set MLFLOW_TRACKING_URI to the MLflow server's address"
+        ) from None
     except (urllib.error.URLError, OSError) as err:
         reason = getattr(err, "reason", err)
         raise StoreError(
             f"tracking server {uri} does not answer ({reason}) within {HTTP_TIMEOUT_S:g} s "
             "(SCALESTUDY_HTTP_TIMEOUT): start it, or set MLFLOW_TRACKING_URI to another store"
         ) from None
+    try:
+        import json
+
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        raise StoreError(
+            f"tracking URI {uri} answers, but not as an MLflow server (GET {probe} gave no MLflow JSON): "
+            "set MLFLOW_TRACKING_URI to the MLflow server's address"
+        )
+
+
+def half_made(path: Path, heads: set[str] = KNOWN_SCHEMA_REVISIONS) -> str | None:
+    """Why the SQLite store at `path` is half-made, or None: a first writer killed while MLflow created its tables
+    leaves some tables and a schema revision short of the head (or none), and no run nor experiment yet. Such a
+    store holds nothing, so it may be made again; MLflow itself would fail on it ("table ... already exists")."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return None  # MLflow makes an empty file's tables
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    except sqlite3.Error:
+        return None
+    try:
+        tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        row = con.execute("SELECT version_num FROM alembic_version").fetchone() if "alembic_version" in tables else None
+        if row is not None and row[0] in heads:
+            return None
+        runs = con.execute("SELECT count(*) FROM runs").fetchone()[0] if "runs" in tables else 0
+        named = "experiments" in tables and con.execute(
+            "SELECT count(*) FROM experiments WHERE experiment_id != 0").fetchone()[0]  # fmt: skip
+        if runs or named:
+            return None  # an older store with runs in it: not ours to remake (MLflow says how to upgrade it)
+        return f"schema revision {row[0] if row else 'none'}, {len(tables)} tables, no run"
+    except sqlite3.DatabaseError:
+        return None  # not a database at all: the reader says so
+    finally:
+        con.close()
+
+
+HALF_MADE = (
+    "store {path} is half-made ({why}): an import was stopped while MLflow created its tables; "
+    "run `make import` (python -m scalestudy.ingest), which makes it again"
+)

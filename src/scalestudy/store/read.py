@@ -6,7 +6,9 @@ give the same table (tests/test_store.py)."""
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
@@ -16,15 +18,19 @@ import pandas as pd
 from ..schema import NUMERIC_PARAMS
 from .address import (
     CONTENT_HASH,
+    HALF_MADE,
+    IMPORT_RUNS,
     IMPORT_STATE,
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
     check_server,
     check_uri,
+    half_made,
     sqlite_path,
     tracking_uri,
 )
 from .lock import store_lock
+from .seal import VALUES_HASH, changed_parts, values_digest
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +75,68 @@ def _interrupted(states: dict[str, str]) -> None:
         )
 
 
-def _read_sqlite(path: Path) -> pd.DataFrame | None:
+def check_sealed(runs: pd.DataFrame, params: pd.DataFrame, metrics: pd.DataFrame, tags: pd.DataFrame,
+                 imported: dict[str, str]) -> None:  # fmt: skip
+    """Refuse a table holding a run whose params, latest metrics or tags no longer match its values_hash (changed
+    after it was written), or an experiment holding fewer runs than its last import left (one deleted since)."""
+    held: dict[str, tuple[dict, dict, dict]] = {run_id: ({}, {}, {}) for run_id in runs["run_id"]}
+    for frame, part in ((params, 0), (metrics, 1), (tags, 2)):
+        for run_id, key, value in zip(frame["run_id"], frame["key"], frame["value"]):
+            held[run_id][part][key] = None if part == 1 and pd.isna(value) else value
+    bad = []
+    for run_id, experiment, name in zip(runs["run_id"], runs["experiment"], runs["run_name"]):
+        p, m, t = held[run_id]
+        recorded, now = t.get(VALUES_HASH), values_digest(p, m, t)
+        if recorded is None:
+            bad.append(f"run {run_id} ({experiment}: {name}) has no values_hash (written by an older version of "
+                       "this project or by another program)")  # fmt: skip
+        elif recorded != now:
+            bad.append(f"run {run_id} ({experiment}: {name}): its {', '.join(changed_parts(recorded, now))} "
+                       "changed after it was written (values_hash)")  # fmt: skip
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise StoreError(f"{bad[0]}{more}: run `make import` to repair published runs; a measured run changed "
+                         "this way is no longer the measurement: delete it and measure again")  # fmt: skip
+    counts = runs["experiment"].value_counts()
+    for experiment, n_runs in sorted(imported.items()):
+        if n_runs.isdigit() and counts.get(experiment, 0) < int(n_runs):
+            raise StoreError(
+                f"experiment {experiment} holds {counts.get(experiment, 0)} runs, its import left {n_runs}: "
+                "a run was deleted outside an import: run `make import` to restore it"
+            )
+
+
+def roll_back_hot_journal(path: Path) -> None:
+    """A writer killed inside a transaction leaves its rollback journal (store.db-journal) 'hot': SQLite rolls it
+    back at the next read, which a read-only connection cannot do ("attempt to write a readonly database"). Open
+    the store writable once to let SQLite roll it back (readers hold the store's lock: no writer of ours is
+    inside a transaction now), or say in one line who can."""
+    journal = path.with_name(path.name + "-journal")
+    try:
+        if journal.stat().st_size == 0:
+            return
+    except OSError:
+        return
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        raise StoreError(
+            f"store {path}: {journal} holds a transaction a killed writer left unfinished, which this user cannot "
+            "roll back (the store is read-only here): run `make import` as a user who can write the store"
+        )
+    con = sqlite3.connect(path, timeout=60)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the first read rolls the journal back
+    except sqlite3.DatabaseError as err:
+        raise StoreError(f"store {path}: its journal {journal} could not be rolled back ({err})") from None
+    finally:
+        con.close()
+    print(f"store {path}: rolled back the transaction a killed writer left unfinished in {journal}", file=sys.stderr)
+
+
+def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
+    roll_back_hot_journal(path)
+    why = half_made(path)
+    if why:
+        raise StoreError(HALF_MADE.format(path=path, why=why))
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         try:
@@ -78,14 +145,14 @@ def _read_sqlite(path: Path) -> pd.DataFrame | None:
             raise StoreError(f"store {path} is not an MLflow store ({err})") from None
         if revision not in KNOWN_SCHEMA_REVISIONS:
             return None  # an MLflow this reader was not checked against: use the API instead
-        states = dict(
-            con.execute(
-                "SELECT e.name, t.value FROM experiment_tags t JOIN experiments e ON e.experiment_id = t.experiment_id"
-                " WHERE t.key = ? AND e.lifecycle_stage = 'active'",
-                (IMPORT_STATE,),
-            ).fetchall()
-        )
-        _interrupted(states)
+        states: dict[str, dict[str, str]] = {IMPORT_STATE: {}, IMPORT_RUNS: {}}
+        for name, key, value in con.execute(
+            "SELECT e.name, t.key, t.value FROM experiment_tags t JOIN experiments e"
+            " ON e.experiment_id = t.experiment_id WHERE t.key IN (?, ?) AND e.lifecycle_stage = 'active'",
+            (IMPORT_STATE, IMPORT_RUNS),
+        ):
+            states[key][name] = value
+        _interrupted(states[IMPORT_STATE])
         visible = (
             "(SELECT r.run_uuid FROM runs r JOIN tags h ON h.run_uuid = r.run_uuid AND h.key = 'content_hash'"
             " WHERE r.lifecycle_stage = 'active')"
@@ -109,10 +176,12 @@ def _read_sqlite(path: Path) -> pd.DataFrame | None:
         )
     finally:
         con.close()
+    if sealed:
+        check_sealed(runs, params, metrics, tags, states[IMPORT_RUNS])
     return _tidy(runs, params, metrics, tags)
 
 
-def _read_api(uri: str) -> pd.DataFrame:
+def _read_api(uri: str, sealed: bool = True) -> pd.DataFrame:
     client = reader(uri)
     experiments = {e.experiment_id: e for e in client.search_experiments()}
     _interrupted({e.name: e.tags.get(IMPORT_STATE, "") for e in experiments.values()})
@@ -128,12 +197,15 @@ def _read_api(uri: str) -> pd.DataFrame:
         metrics += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.metrics.items()]
         tags += [{"run_id": info.run_id, "key": k, "value": v} for k, v in run.data.tags.items()]
     kv = ["run_id", "key", "value"]
-    return _tidy(
+    frames = (
         pd.DataFrame(rows, columns=RUN_COLUMNS),
         pd.DataFrame(params, columns=kv),
         pd.DataFrame(metrics, columns=kv),
         pd.DataFrame(tags, columns=kv),
     )
+    if sealed:
+        check_sealed(*frames, {e.name: e.tags[IMPORT_RUNS] for e in experiments.values() if IMPORT_RUNS in e.tags})
+    return _tidy(*frames)
 
 
 def reader(uri: str):
@@ -153,20 +225,21 @@ def _existing_store(uri: str) -> Path | None:
     return path
 
 
-def load_runs(uri: str | None = None, *, via_api: bool = False) -> pd.DataFrame:
+def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = True) -> pd.DataFrame:
     """Every complete, active run of every experiment in the store, as one tidy table (one row per run).
 
-    `table.attrs["reader"]` says which path read it: "sqlite" (direct) or "api" (MlflowClient)."""
+    `sealed`: refuse a run whose values changed after it was written (check_sealed); the UI, which shows what
+    the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or "api"."""
     uri = check_uri(uri or tracking_uri())
     with store_lock(uri, write=False):
         path = _existing_store(uri)
         if path is not None and not via_api:
-            table = _read_sqlite(path)
+            table = _read_sqlite(path, sealed)
             if table is not None:
                 table.attrs["reader"] = "sqlite"
                 return table
             log.warning("MLflow schema of %s is not one this reader knows; reading through the MLflow API", path)
-        table = _read_api(uri)
+        table = _read_api(uri, sealed)
     table.attrs["reader"] = "api"
     return table
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sqlite3
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import zip_longest
@@ -16,8 +18,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..schema import RunRecord, SchemaError
+from . import verify
 from .address import (
     CONTENT_HASH,
+    IMPORT_RUNS,
     IMPORT_STATE,
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
@@ -25,11 +29,13 @@ from .address import (
     check_server,
     check_uri,
     check_writable,
+    half_made,
     sqlite_path,
     tracking_uri,
 )
 from .lock import as_store_error, store_lock
 from .read import reader, search_all
+from .seal import VALUES_HASH, changed_parts, expected_values, values_digest
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,7 @@ def client_for(uri: str):
     path = sqlite_path(check_uri(uri))
     if path is not None:
         check_writable(path)
+        _remake_half_made(path)
     elif urlparse(uri).scheme in ("http", "https"):
         check_server(uri)
     from mlflow import MlflowClient  # imported here: costly, and only writers need it
@@ -47,6 +54,19 @@ def client_for(uri: str):
     if path is not None:
         relocate_artifacts(uri)
     return client
+
+
+def _remake_half_made(path: Path) -> None:
+    """Remove a half-made store (address.half_made: it holds nothing) so that MLflow makes it again; called by
+    writers, which hold the store's lock, so no other writer of ours is making its tables now."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    why = half_made(path, {_get_latest_schema_revision()})
+    if why:
+        for leftover in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
+            leftover.unlink(missing_ok=True)
+        print(f"store {path} was half-made ({why}: an import stopped while MLflow created its tables); "
+              "made again", file=sys.stderr)  # fmt: skip
 
 
 def relocate_artifacts(uri: str) -> int:
@@ -63,32 +83,59 @@ def relocate_artifacts(uri: str) -> int:
 
 
 def _relocate(path: Path, folder: str, new: str) -> int:
+    """Point every experiment's file:// artifact location (and its runs' artifact URIs) into `new`, the folder
+    beside the store, keeping its last component: a store moved, or copied under another file name, writes its
+    artifacts beside itself, never into the original's folder."""
     con = sqlite3.connect(path, timeout=60)
     try:
         if con.execute("SELECT version_num FROM alembic_version").fetchone()[0] not in KNOWN_SCHEMA_REVISIONS:
             return 0
         moved = []
-        for (location,) in con.execute("SELECT artifact_location FROM experiments"):
-            head, sep, _ = (location or "").rpartition(f"/{folder}/")
-            if sep and location.startswith("file://") and head + "/" + folder != new:
-                moved.append(head + "/" + folder)
-        for old in sorted(set(moved)):
-            log.warning("store %s moved: artifact locations %s -> %s", path, old, new)
-            n = len(old) + 1  # the old root and its '/'
-            with con:
-                for table, column in (("experiments", "artifact_location"), ("runs", "artifact_uri")):
-                    con.execute(
-                        f"UPDATE {table} SET {column} = ? || substr({column}, ?) WHERE substr({column}, 1, ?) = ?",
-                        (new, n, n, old + "/"),
-                    )
+        for experiment_id, location in con.execute("SELECT experiment_id, artifact_location FROM experiments"):
+            head, _, last = (location or "").rstrip("/").rpartition("/")
+            if location and location.startswith("file://") and head != new and last:
+                moved.append((experiment_id, location.rstrip("/"), f"{new}/{last}"))
+        if moved:
+            log.warning("store %s moved: artifact locations of %d experiment(s) -> %s", path, len(moved), new)
+        with con:
+            for experiment_id, old, target in moved:
+                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
+                            (target, experiment_id))  # fmt: skip
+                con.execute(
+                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?)"
+                    " WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
+                    (target, len(old) + 1, experiment_id, len(old) + 1, old + "/"),
+                )
         return len(moved)  # experiments re-pointed
     finally:
         con.close()
 
 
+EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@,()-]{0,199}$")
+
+
+def check_experiment_name(name: str) -> str:
+    """An experiment name that is also a safe folder name (its artifacts' folder beside the store): letters,
+    digits, spaces and . _ + = @ , ( ) -, starting with a letter or digit, no path separator, no '..'."""
+    if not isinstance(name, str) or not EXPERIMENT_NAME.match(name) or ".." in name:
+        raise SchemaError(
+            f"experiment name {name!r}: use letters, digits, spaces and . _ + = @ , ( ) - only, starting with a "
+            "letter or digit, without '/' or '..' (it names the experiment's artifact folder beside the store)"
+        )
+    return name
+
+
 def ensure_experiment(client, uri: str, name: str) -> str:
+    check_experiment_name(name)
     exp = client.get_experiment_by_name(name)
     if exp is not None:
+        others = verify.other_managers(uri, exp.experiment_id)
+        if others:
+            raise StoreError(
+                f"experiment {name!r} may be changed by the UI user(s) {', '.join(others)} (EDIT or MANAGE on it), "
+                "not only by this project's admin: nothing is written into it; delete it in the UI as admin "
+                "(or revoke their permission), then import again"
+            )
         if exp.lifecycle_stage != "active":
             client.restore_experiment(exp.experiment_id)
         return exp.experiment_id
@@ -127,7 +174,7 @@ def _wrote() -> None:
 def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) -> str:
     """Write one run; its content hash is written last, after its final status, so a run cut short by a kill
     has none and counts as incomplete."""
-    from mlflow.entities import Metric, Param
+    from mlflow.entities import Metric, Param, RunTag
 
     tags = dict(rec.tags)
     tags["import_key"] = rec.key
@@ -152,13 +199,16 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
         _wrote()
     client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     _wrote()
-    client.set_tag(run_id, CONTENT_HASH, content_hash)
+    # Both hashes in one transaction, last: the seal of the values as written, and the completeness mark.
+    seal = values_digest(*expected_values(rec))
+    client.log_batch(run_id, tags=[RunTag(VALUES_HASH, seal), RunTag(CONTENT_HASH, content_hash)])
     _wrote()
     return run_id
 
 
 def check_records(experiment: str, records: list[RunRecord]) -> None:
     """Everything sync_experiment checks before it writes: each record valid, in `experiment`, keys unique."""
+    check_experiment_name(experiment)
     seen: dict[str, str] = {}
     for rec in records:
         rec.validate()
@@ -169,24 +219,33 @@ def check_records(experiment: str, records: list[RunRecord]) -> None:
         seen[rec.key] = rec.where
 
 
-def sync_experiment(experiment: str, records: list[RunRecord], uri: str | None = None) -> dict[str, int]:
+def sync_experiment(
+    experiment: str, records: list[RunRecord], uri: str | None = None, notes: list[str] | None = None
+) -> dict[str, int]:
     """Make the runs of `experiment` equal to `records`: idempotent, all or nothing.
 
-    A record whose key and content hash are already there is left alone; a changed record gets a
-    new run and its old run is deleted; runs whose key no longer exists are deleted, and so are runs an
-    interrupted import left incomplete (counted as `repaired`). Every record is checked before anything is
-    written; if a write fails, the runs written so far by this call are deleted again.
+    A record whose key and content hash are already there, and whose run still holds the record's values (params,
+    latest metrics, every metric point, tags, and the values' seal), is left alone; a changed record gets a
+    new run and its old run is deleted; runs whose key no longer exists are deleted. Repaired (a new run written,
+    the old deleted; a line per run appended to `notes`): runs an interrupted import left incomplete, runs whose
+    values were changed after the import (through MLflow's UI or API), and runs deleted outside an import.
+    Every record is checked before anything is written; if a write fails, the runs written so far by this call
+    are deleted again.
     """
-    return sync_runs(experiment, records, uri).counts()
+    plan = sync_runs(experiment, records, uri)
+    if notes is not None:
+        notes.extend(plan.notes)
+    return plan.counts()
 
 
 @dataclass
 class SyncPlan:
     """What sync_runs did (or, dry, would do): each record's fate by key, and the runs it removed."""
 
-    status: dict[str, str] = field(default_factory=dict)  # record key -> created | updated | unchanged
+    status: dict[str, str] = field(default_factory=dict)  # record key -> created | updated | unchanged | repaired
     removed: list[dict[str, str]] = field(default_factory=list)  # tags of the runs deleted as gone from the source
     repaired: int = 0  # incomplete runs an interrupted import left, deleted
+    notes: list[str] = field(default_factory=list)  # what was repaired: a line per run
 
     def counts(self) -> dict[str, int]:
         states = list(self.status.values())
@@ -195,7 +254,7 @@ class SyncPlan:
             "updated": states.count("updated"),
             "unchanged": states.count("unchanged"),
             "deleted": len(self.removed),
-            "repaired": self.repaired,
+            "repaired": self.repaired + states.count("repaired"),
         }
 
 
@@ -219,20 +278,24 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
             found = client.get_experiment_by_name(experiment)
             if found is None or found.lifecycle_stage != "active":
                 return SyncPlan(status={rec.key: "created" for rec in records})
-            return _plan(client, found, records, keep_others, claim)[0]
+            return _plan(client, uri, found, records, keep_others, claim)[0]
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
         found = client.get_experiment(ensure_experiment(client, uri, experiment))
-        plan, writes, to_delete = _plan(client, found, records, keep_others, claim)
-        if writes or to_delete or found.tags.get(IMPORT_STATE) != "complete":
+        plan, writes, to_delete, n_runs = _plan(client, uri, found, records, keep_others, claim)
+        stale = found.tags.get(IMPORT_STATE) != "complete" or found.tags.get(IMPORT_RUNS) != str(n_runs)
+        if writes or to_delete or stale:
             previous = found.tags.get(IMPORT_STATE, "complete")
-            _apply(client, found.experiment_id, writes, to_delete, previous)
+            _apply(client, found.experiment_id, writes, to_delete, previous, n_runs)
     return plan
 
 
-def _plan(client, experiment, records: list[RunRecord], keep_others: bool, claim: Claim | None):
-    """(the plan, the writes [(record, digest, runs it replaces)], the runs to delete besides)."""
-    existing: dict[str, list[tuple[str, str]]] = {}
+def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: bool, claim: Claim | None):
+    """(the plan, the writes [(record, digest, runs it replaces)], the runs to delete besides, how many runs the
+    experiment holds after). A run whose content hash matches its record is also compared with the record's
+    values (verify.changed_values); one that differs, or one deleted outside an import, is written again
+    (`repaired`)."""
+    existing: dict[str, list] = {}
     others: dict[str, dict[str, str]] = {}  # run id -> tags of the runs no record's key names
     incomplete = []
     keys = {rec.key for rec in records}
@@ -244,23 +307,36 @@ def _plan(client, experiment, records: list[RunRecord], keep_others: bool, claim
         if key not in keys and claim is not None:
             key = claim(key or "", run.data.tags, run.data.metrics) or key
         if key in keys:
-            existing.setdefault(key, []).append((run.info.run_id, digest))
+            existing.setdefault(key, []).append(run)
         else:
             others[run.info.run_id] = dict(run.data.tags)
     plan, writes = SyncPlan(repaired=len(incomplete)), []
+    if incomplete:
+        plan.notes.append(f"{len(incomplete)} incomplete run(s) left by an interrupted import deleted")
+    histories = verify.histories(client, uri, [runs[0].info.run_id for runs in existing.values() if len(runs) == 1])
+    deleted = verify.deleted_keys(client, experiment.experiment_id)
     for rec in records:
         digest, old = rec.content_hash(), existing.pop(rec.key, [])
-        if len(old) == 1 and old[0][1] == digest:
-            plan.status[rec.key] = "unchanged"
+        if len(old) == 1 and old[0].data.tags[CONTENT_HASH] == digest:
+            changed = verify.changed_values(old[0], rec, histories.get(old[0].info.run_id, []))
+            if not changed:
+                plan.status[rec.key] = "unchanged"
+                continue
+            plan.notes.append(f"run {old[0].info.run_id} (key {rec.key}): {'; '.join(changed)}")
+            plan.status[rec.key] = "repaired"
+        elif not old and (rec.key, digest) in deleted:
+            plan.notes.append(f"run of key {rec.key} was deleted outside an import: written again")
+            plan.status[rec.key] = "repaired"
         else:
             plan.status[rec.key] = "updated" if old else "created"
-            writes.append((rec, digest, [run_id for run_id, _ in old]))
+        writes.append((rec, digest, [run.info.run_id for run in old]))
     vanished = [] if keep_others else list(others)  # keys gone from the source
     plan.removed = [others[run_id] for run_id in vanished]
-    return plan, writes, vanished + incomplete
+    n_runs = len(records) + (len(others) if keep_others else 0)
+    return plan, writes, vanished + incomplete, n_runs
 
 
-def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str) -> None:
+def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str, n_runs: int) -> None:
     """Write the planned runs, then delete what they replace, with the experiment marked `writing` meanwhile: a
     reader never takes a half-changed experiment for a whole one, and a failed write leaves it as it was."""
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "writing")
@@ -278,6 +354,7 @@ def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previou
     for run_id in to_delete:
         client.delete_run(run_id)
         _wrote()
+    client.set_experiment_tag(experiment_id, IMPORT_RUNS, str(n_runs))  # a reader finding fewer: one was deleted
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "complete")
     _wrote()
 
@@ -320,12 +397,23 @@ def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | N
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
         try:
-            client.get_run(run_id)
+            run = client.get_run(run_id)
         except MlflowException:
             raise StoreError(f"run {run_id} is not in the store {uri}") from None
+        _check_seal(run)  # a run changed behind our back is not sealed again with the change in it
         now = int(time.time() * 1000)
         client.log_batch(
             run_id,
             metrics=[Metric(k, float(v), now, 0) for k, v in sorted(metrics.items())],
             tags=[RunTag(k, str(v)) for k, v in sorted((tags or {}).items())],
         )
+        run = client.get_run(run_id)
+        client.set_tag(run_id, VALUES_HASH, values_digest(run.data.params, run.data.metrics, run.data.tags))
+
+
+def _check_seal(run) -> None:
+    recorded = run.data.tags.get(VALUES_HASH)
+    now = values_digest(run.data.params, run.data.metrics, run.data.tags)
+    if recorded is not None and recorded != now:
+        changed = ", ".join(changed_parts(recorded, now))
+        raise StoreError(f"run {run.info.run_id}: its {changed} changed after it was written (not by this project)")

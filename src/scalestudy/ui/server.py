@@ -223,7 +223,7 @@ def _sidecars(paper: Path) -> list[tuple[str, Path, dict]]:
 def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
     """Save the runs-table views of every experiment and of every sidecar under `paper` in the store at `uri`,
     and return the lines that show their links (relative links made absolute with `base_url`)."""
-    runs = load_runs(uri)
+    runs = load_runs(uri, sealed=False)  # the UI shows what the store holds; the builder refuses a changed run
     where = {
         r.run_id: (r.experiment_id, r.experiment) for r in runs[["run_id", "experiment_id", "experiment"]].itertuples()
     }

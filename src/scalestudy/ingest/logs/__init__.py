@@ -139,6 +139,8 @@ def run_key(options: LogOptions, path: Path, index: int | None = None) -> str:
 class LogRecord(RunRecord):
     """A content-keyed run of a log: its content hash leaves out where the file was found (LOCATION_TAGS)."""
 
+    location_tags = LOCATION_TAGS
+
     def content_hash(self) -> str:
         kept = {k: v for k, v in self.tags.items() if k not in LOCATION_TAGS}
         return RunRecord.content_hash(replace(self, tags=kept))
