@@ -206,7 +206,9 @@ def test_a_server_that_never_answers_fails_after_the_timeout(offline, monkeypatc
         silent.listen(4)
         url = f"http://127.0.0.1:{silent.getsockname()[1]}/f.log"
         started = time.monotonic()
-        with pytest.raises(SchemaError, match=r"did not answer within 0\.5 s \(SCALESTUDY_DOWNLOAD_TIMEOUT sets the wait\)"):
+        with pytest.raises(
+            SchemaError, match=r"did not answer within 0\.5 s \(SCALESTUDY_DOWNLOAD_TIMEOUT sets the wait\)"
+        ):
             fetch_raw_files("d", [RawFile("f.log", url, LOG1_SHA, "source.yaml:2")])
         assert time.monotonic() - started < 30
 
