@@ -305,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so `finally` stops the server group
+    # Ctrl-C stops the UI even where it was started with SIGINT ignored (a background job of a script inherits
+    # SIG_IGN, and Python then raises no KeyboardInterrupt).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         problem = _wait_until_healthy(proc, base_url, 120.0)
         if problem:
