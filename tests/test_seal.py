@@ -98,3 +98,25 @@ def test_where_a_source_was_found_is_not_a_change():
     assert differences(stored, expected) == [
         "tag log_path was /old/place/result_0.txt, the source says /new/place/result_0.txt"
     ]
+
+
+def test_an_imports_check_of_a_run_says_whether_its_seal_is_missing_wrong_or_right():
+    """store/verify.changed_values on a run as MLflow returns it: a run written before runs were sealed (a store
+    of an earlier version) is told apart from one whose seal no longer matches its values."""
+    from types import SimpleNamespace
+
+    from scalestudy.store.verify import changed_values
+
+    rec = RunRecord(experiment="e", key="k", params={"workers": 8}, metrics={"throughput_total": 1656.0},
+                    tags={"source": "published"})  # fmt: skip
+    params, metrics, tags = expected_values(rec)
+    history = expected_history(rec)
+
+    def run(extra_tags):
+        return SimpleNamespace(data=SimpleNamespace(params=params, metrics=metrics, tags={**tags, **extra_tags}))
+
+    assert changed_values(run({}), rec, history) == ["it has no values_hash tag (written before runs were sealed)"]
+    assert changed_values(run({"values_hash": "params:x"}), rec, history) == [
+        "its values_hash tag is not the hash of its values"
+    ]
+    assert changed_values(run({"values_hash": values_digest(params, metrics, tags)}), rec, history) == []

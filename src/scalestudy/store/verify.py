@@ -22,7 +22,9 @@ def changed_values(run, rec: RunRecord, history: list[tuple[str, int, float]]) -
         extra = sorted(set(history) - set(expected_history(rec)))
         changed.append(f"metric history differs from the source (e.g. {extra[0][0]} at step {extra[0][1]} = "
                        f"{extra[0][2]!r})" if extra else "metric history lacks points the source has")  # fmt: skip
-    if not changed and run.data.tags.get(VALUES_HASH) != values_digest(*stored):
+    if not changed and VALUES_HASH not in run.data.tags:
+        changed.append(f"it has no {VALUES_HASH} tag (written before runs were sealed)")
+    elif not changed and run.data.tags[VALUES_HASH] != values_digest(*stored):
         changed.append(f"its {VALUES_HASH} tag is not the hash of its values")
     return changed
 
