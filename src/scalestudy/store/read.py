@@ -244,8 +244,10 @@ def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = T
     return table
 
 
-def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = None) -> pd.DataFrame:
-    """Metric histories (per-step series) of the given runs: run_id, key, step, timestamp_ms, value."""
+def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = None, *,
+                via_api: bool = False) -> pd.DataFrame:  # fmt: skip
+    """Metric histories (per-step series) of the given runs: run_id, key, step, timestamp_ms, value (`via_api`:
+    through MlflowClient even for a SQLite store, as a server's store is read; the same table)."""
     uri = uri or tracking_uri()
     run_ids, names = sorted(set(run_ids)), sorted(set(names))
     columns = ["run_id", "key", "step", "timestamp_ms", "value"]
@@ -253,7 +255,7 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
         return pd.DataFrame(columns=columns)
     with store_lock(uri, write=False):
         path = _existing_store(check_uri(uri))
-        if path is not None:
+        if path is not None and not via_api:
             con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
                 marks = ",".join("?" * len(run_ids)), ",".join("?" * len(names))

@@ -1,0 +1,297 @@
+"""The store's outputs and refusals checked value by value, in the test's own process (so that mutation testing
+sees which test calls what; the integration tests run the same paths in subprocesses): the server probe of an
+http store (against a real HTTP server on loopback), the write lock's holder, a profile's metrics added to a run
+(log_metrics) and its seal, and the API reader on the cases the SQLite reader's tests do not reach."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from scalestudy.schema import RunRecord, SchemaError
+from scalestudy.store import (
+    StoreError,
+    address,
+    load_runs,
+    load_series,
+    lock,
+    log_measured_run,
+    log_metrics,
+    run_tag_values,
+    sync_experiment,
+)
+from scalestudy.store.read import RUN_COLUMNS
+from scalestudy.store.seal import VALUES_HASH, changed_parts, values_digest
+
+PROBE = "/api/2.0/mlflow/experiments/search?max_results=1"
+
+
+# --------------------------------------------------------------------------------------------
+# check_server: a real HTTP server on loopback answering as told
+
+
+class Answers(http.server.BaseHTTPRequestHandler):
+    status, body, paths = 200, b"{}", []
+
+    def do_GET(self):
+        type(self).paths.append(self.path)
+        self.send_response(type(self).status)
+        self.send_header("Content-Length", str(len(type(self).body)))
+        self.end_headers()
+        self.wfile.write(type(self).body)
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@pytest.fixture()
+def server(monkeypatch):
+    """(uri, handler class): a server answering GETs with handler.status and handler.body."""
+    handler = type("Handler", (Answers,), {"paths": []})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    for name in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/", handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_an_mlflow_server_passes_the_probe_and_mlflows_retries_are_cut(server):
+    uri, handler = server
+    handler.body = json.dumps({"experiments": []}).encode()
+    assert address.check_server(uri) is None
+    assert handler.paths == [PROBE]  # the trailing "/" of the URI is not doubled
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "10"  # int(HTTP_TIMEOUT_S), the default 10 s
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_server_asking_for_credentials_is_taken_as_mlflow_with_auth(server, status):
+    uri, handler = server
+    handler.status, handler.body = status, b"login"
+    assert address.check_server(uri) is None
+
+
+def test_a_web_server_that_is_not_mlflow_is_one_line_naming_the_probe_and_status(server):
+    uri, handler = server
+    handler.status, handler.body = 404, b"no such page"
+    probe = uri.rstrip("/") + PROBE
+    with pytest.raises(StoreError) as err:
+        address.check_server(uri)
+    assert str(err.value) == (
+        f"tracking URI {uri} answers, but not as an MLflow server (GET {probe}: HTTP 404): "
+        "set MLFLOW_TRACKING_URI to the MLflow server's address"
+    )
+
+
+@pytest.mark.parametrize("body", [b"<html>hello</html>", b"[1, 2]", b""])
+def test_an_answer_that_is_not_mlflow_json_is_refused(server, body):
+    uri, handler = server
+    handler.body = body
+    with pytest.raises(StoreError) as err:
+        address.check_server(uri)
+    assert str(err.value) == (
+        f"tracking URI {uri} answers, but not as an MLflow server (GET {uri.rstrip('/') + PROBE} gave no MLflow "
+        "JSON): set MLFLOW_TRACKING_URI to the MLflow server's address"
+    )
+
+
+def test_nothing_listening_is_one_line_with_the_timeout(monkeypatch):
+    from helpers import free_port
+
+    uri = f"http://127.0.0.1:{free_port()}"
+    with pytest.raises(StoreError) as err:
+        address.check_server(uri)
+    assert str(err.value) == (
+        f"tracking server {uri} does not answer ([Errno 111] Connection refused) within 10 s "
+        "(SCALESTUDY_HTTP_TIMEOUT): start it, or set MLFLOW_TRACKING_URI to another store"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The write lock's holder: named while its process lives, unknown once it is gone
+
+
+def test_the_holder_is_named_while_its_process_lives(tmp_path):
+    lock_file = tmp_path / "store.db.lock"
+    assert lock.holder(lock_file) is None  # no holder file
+    (tmp_path / "store.db.lock.holder").write_text(f"pid {os.getpid()}: python -m scalestudy.ingest, since x\n")
+    assert lock.holder(lock_file) == f"pid {os.getpid()}: python -m scalestudy.ingest, since x"
+    (tmp_path / "store.db.lock.holder").write_text("pid 2147483647: python gone\n")  # no such process
+    assert lock.holder(lock_file) is None
+    for bad in ("pid", "pid x: y", ""):
+        (tmp_path / "store.db.lock.holder").write_text(bad)
+        assert lock.holder(lock_file) is None
+
+
+# --------------------------------------------------------------------------------------------
+# log_metrics: a profile's summary added to a run that exists, the run sealed again
+
+
+def measured(key: str = "job-1") -> RunRecord:
+    params = {"model": "resnet50", "framework": "tensorflow", "workers": 2, "device": "V100", "data": "synthetic",
+              "batch_per_worker": 64, "platform": "test-box"}  # fmt: skip
+    return RunRecord(experiment="measured", key=key, params=params, metrics={"throughput_total": 700.0},
+                     tags={"source": "measured"}, where=f"job:{key}", start_ms=1_000)  # fmt: skip
+
+
+def test_log_metrics_adds_the_values_and_seals_the_run_again(empty_store):
+    run_id = log_measured_run(measured(), empty_store)
+    log_metrics(run_id, {"step_time_ms": 81.25, "step_comm_share": 0.5}, {"profile": "timeline"}, empty_store)
+    from mlflow import MlflowClient
+
+    run = MlflowClient(tracking_uri=empty_store).get_run(run_id)
+    assert run.data.metrics == {"throughput_total": 700.0, "step_time_ms": 81.25, "step_comm_share": 0.5}
+    assert run.data.tags["profile"] == "timeline"
+    assert run.data.tags[VALUES_HASH] == values_digest(run.data.params, run.data.metrics, run.data.tags)
+    table = load_runs(empty_store)  # the builder's check of the seal passes
+    assert table.loc[0, ["step_time_ms", "step_comm_share", "profile"]].tolist() == [81.25, 0.5, "timeline"]
+
+
+def test_log_metrics_refuses_what_the_schema_does_not_hold(empty_store):
+    run_id = log_measured_run(measured(), empty_store)
+    with pytest.raises(SchemaError) as err:
+        log_metrics(run_id, {"step_time_ms": 1.0, "speed": 2.0, "accel": 3.0}, uri=empty_store)
+    assert str(err.value) == f"run {run_id}: metrics outside the schema: ['accel', 'speed']"
+    with pytest.raises(SchemaError) as err:
+        log_metrics(run_id, {"step_comm_share": 1.5}, uri=empty_store)
+    assert str(err.value) == f"run {run_id}: metric step_comm_share is 1.5, outside [0, 1]"
+    with pytest.raises(StoreError) as err:
+        log_metrics("0" * 32, {"step_time_ms": 1.0}, uri=empty_store)
+    assert str(err.value) == f"run {'0' * 32} is not in the store {empty_store}"
+
+
+def test_log_metrics_refuses_a_run_changed_behind_its_back(empty_store):
+    from mlflow import MlflowClient
+
+    run_id = log_measured_run(measured(), empty_store)
+    client = MlflowClient(tracking_uri=empty_store)
+    client.set_tag(run_id, "note", "edited in the UI")
+    client.log_param(run_id, "extra", "1")
+    with pytest.raises(StoreError) as err:
+        log_metrics(run_id, {"step_time_ms": 1.0}, uri=empty_store)
+    assert str(err.value) == f"run {run_id}: its params, tags changed after it was written (not by this project)"
+    assert "step_time_ms" not in client.get_run(run_id).data.metrics  # nothing written
+
+
+# --------------------------------------------------------------------------------------------
+# The API reader (any store that is not SQLite; here a SQLite store read through it, as tests/test_store.py does)
+
+
+def published(key: str, workers: int, value: float) -> RunRecord:
+    params = {"model": "resnet50", "framework": "tensorflow", "workers": workers, "device": "P100",
+              "data": "synthetic", "batch_per_worker": 64, "platform": "test-box"}  # fmt: skip
+    return RunRecord(experiment="unit", key=key, params=params, metrics={"throughput_total": value},
+                     tags={"source": "published", "citation": "unit test"}, where=f"test:{key}")  # fmt: skip
+
+
+def test_an_empty_store_is_an_empty_table_with_the_run_columns_on_both_paths(empty_store):
+    for via_api in (False, True):
+        table = load_runs(empty_store, via_api=via_api)
+        assert list(table.columns) == RUN_COLUMNS and len(table) == 0, via_api
+
+
+def test_the_api_reader_skips_an_incomplete_run_and_keeps_those_after_it(empty_store):
+    from mlflow import MlflowClient
+
+    sync_experiment("unit", [published("a", 1, 100.0), published("b", 2, 190.0)], empty_store)
+    client = MlflowClient(tracking_uri=empty_store)
+    experiment_id = client.get_experiment_by_name("unit").experiment_id
+    # no content hash (cut short), and the newest run: the first that search_runs returns (latest start first)
+    client.create_run(experiment_id, start_time=int(time.time() * 1000) + 3_600_000, tags={"import_key": "cut"})
+    table = load_runs(empty_store, via_api=True)
+    assert sorted(zip(table.import_key, table.throughput_total)) == [("a", 100.0), ("b", 190.0)]
+
+
+def test_the_api_reader_refuses_an_interrupted_import(empty_store):
+    from mlflow import MlflowClient
+
+    sync_experiment("unit", [published("a", 1, 100.0)], empty_store)
+    client = MlflowClient(tracking_uri=empty_store)
+    client.set_experiment_tag(client.get_experiment_by_name("unit").experiment_id, "scalestudy.import", "writing")
+    for via_api in (False, True):
+        with pytest.raises(StoreError) as err:
+            load_runs(empty_store, via_api=via_api)
+        assert str(err.value) == (
+            "the import of experiment(s) unit was interrupted and left them half-written: run `make import` "
+            "(python -m scalestudy.ingest) to complete it"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# load_series: its columns whatever it is asked, a missing store refused (never made by a read), readers sharing
+
+
+SERIES_COLUMNS = ["run_id", "key", "step", "timestamp_ms", "value"]
+
+
+def test_load_series_of_nothing_has_the_series_columns(empty_store):
+    for run_ids, names in (([], ["step_throughput_total"]), (["r"], []), ([], [])):
+        table = load_series(run_ids, names, empty_store)
+        assert list(table.columns) == SERIES_COLUMNS and len(table) == 0
+
+
+def test_load_series_of_a_missing_store_is_refused_and_makes_no_store(tmp_path):
+    missing = tmp_path / "none.db"
+    with pytest.raises(StoreError) as err:
+        load_series(["r"], ["step_throughput_total"], f"sqlite:///{missing}")
+    assert str(err.value) == f"tracking store {missing} does not exist: import the published runs first (make import)"
+    assert not missing.exists()
+
+
+def test_readers_share_the_stores_lock(empty_store):
+    """Inside a held read lock, every reader of the store reads (a reader taking the write lock could not: filelock
+    refuses to upgrade a read lock, and another process's reader would wait for it)."""
+    record = published("a", 1, 100.0)
+    record.series = {"step_throughput_total": [(10, 1_000_000, 50.0)]}
+    sync_experiment("unit", [record], empty_store)
+    with lock.store_lock(empty_store, write=False):
+        runs = load_runs(empty_store)
+        series = load_series(runs.run_id, ["step_throughput_total"], empty_store)
+        assert run_tag_values("unit", "import_key", empty_store) == ["a"]
+    assert series[["step", "timestamp_ms", "value"]].values.tolist() == [[10, 1_000_000, 50.0]]
+
+
+def test_load_series_gives_the_same_points_on_both_paths(empty_store):
+    """Two runs, two series each; points logged out of step order come back sorted by run, key, step, time."""
+    a, b = published("a", 1, 100.0), published("b", 2, 190.0)
+    a.series = {"step_throughput_total": [(20, 2_000, 60.0), (10, 1_000, 50.0)]}
+    b.series = {"step_throughput_total": [(10, 1_500, 95.0)]}
+    a.start_ms, b.start_ms = 500, 700  # the time stamp of a latest-value metric (store/write.py, _write_run)
+    sync_experiment("unit", [a, b], empty_store)
+    ids = load_runs(empty_store).set_index("import_key").run_id
+    names = ["step_throughput_total", "throughput_total"]  # a latest-value metric has a one-point history (step 0)
+    expected = sorted(
+        [(ids["a"], "step_throughput_total", 10, 1_000, 50.0), (ids["a"], "step_throughput_total", 20, 2_000, 60.0),
+         (ids["a"], "throughput_total", 0, 500, 100.0), (ids["b"], "step_throughput_total", 10, 1_500, 95.0),
+         (ids["b"], "throughput_total", 0, 700, 190.0)]
+    )  # fmt: skip
+    for via_api in (False, True):
+        table = load_series([ids["b"], ids["a"], ids["a"]], names, empty_store, via_api=via_api)
+        assert list(table.columns) == SERIES_COLUMNS and list(table.index) == list(range(5)), via_api
+        assert [tuple(row) for row in table.itertuples(index=False)] == expected, via_api
+
+
+def test_a_measured_run_must_say_so(empty_store):
+    rec = measured()
+    rec.tags = {"source": "published", "citation": "c"}
+    with pytest.raises(SchemaError) as err:
+        log_measured_run(rec, empty_store)
+    assert str(err.value) == "job:job-1: run 'job-1' is not tagged source=measured"
+
+
+def test_a_seal_edited_into_another_shape_is_reported_as_changed():
+    """A values_hash tag edited by hand (a colon inside a part) names the part that no longer matches."""
+    now = values_digest({"a": "1"}, {"m": 1.0}, {"t": "x"})
+    params, metrics, tags = now.split()
+    assert changed_parts(f"{params}:0 {metrics} {tags}", now) == ["params"]
+    assert changed_parts(f"{params} {metrics} tags:a:b", now) == ["tags"]
+    assert changed_parts(f"{params} {metrics}", now) == ["tags"]
+    assert changed_parts("", now) == ["no values_hash"]
