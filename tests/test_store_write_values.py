@@ -306,3 +306,32 @@ def test_a_write_failing_half_way_is_undone(empty_store, tmp_path):
     assert experiment_tags(empty_store)["scalestudy.import"] == "complete"  # as it was before
     deleted = client(empty_store).search_runs([after.experiment_id[0]], run_view_type=2)  # ViewType.DELETED_ONLY
     assert [run.data.tags["import_key"] for run in deleted] == ["b"]
+
+
+# --------------------------------------------------------------------------------------------
+# With the UI's --auth: an import writes only into experiments no user but the admin (or the importer) may change
+
+
+def test_an_experiment_other_ui_users_may_change_is_refused(empty_store, monkeypatch):
+    from mlflow.server.auth.sqlalchemy_store import SqlAlchemyStore
+
+    from scalestudy.store.verify import other_managers
+
+    experiment_id = client(empty_store).create_experiment("unit")
+    users = SqlAlchemyStore()
+    users.init_db(f"sqlite:///{Path(empty_store[len('sqlite:///') :]).with_name('store-auth.db')}")  # beside it
+    for name, permission in (("reader", "MANAGE"), ("editor", "EDIT"), ("viewer", "READ"), ("admin", "MANAGE")):
+        users.create_user(name, "a-long-enough-password", is_admin=name == "admin")
+        users.create_experiment_permission(experiment_id, name, permission)
+    monkeypatch.delenv("MLFLOW_TRACKING_USERNAME", raising=False)
+    assert other_managers(empty_store, experiment_id) == ["editor", "reader"]
+    assert other_managers(empty_store, "999") == []
+    with pytest.raises(StoreError) as err:
+        sync_experiment("unit", [rec("a", 1, 100.0)], empty_store)
+    assert str(err.value) == (
+        "experiment 'unit' may be changed by the UI user(s) editor, reader (EDIT or MANAGE on it), not only by this "
+        "project's admin: nothing is written into it; delete it in the UI as admin (or revoke their permission), "
+        "then import again"
+    )
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "editor")  # the importing user is not another
+    assert other_managers(empty_store, experiment_id) == ["reader"]
