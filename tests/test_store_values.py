@@ -103,6 +103,57 @@ def test_an_answer_that_is_not_mlflow_json_is_refused(server, body):
     )
 
 
+def test_the_probe_keeps_a_path_prefix(server):
+    uri, handler = server
+    assert address.check_server(uri + "proxiedX/") is None  # an MLflow server behind a proxy's path
+    assert handler.paths == ["/proxiedX" + PROBE]
+
+
+def test_an_answer_over_1_mib_is_not_read_whole_and_is_refused(server):
+    """The probe reads at most 1 MiB (an MLflow answer to max_results=1 is a few hundred bytes)."""
+    uri, handler = server
+    handler.body = json.dumps({"experiments": [], "pad": "x" * (3 << 19)}).encode()  # 1.5 MiB of valid JSON
+    with pytest.raises(StoreError, match="gave no MLflow JSON"):
+        address.check_server(uri)
+
+
+def test_a_server_that_never_answers_is_given_up_after_the_timeout(silent_origin, monkeypatch):
+    monkeypatch.setattr(address, "HTTP_TIMEOUT_S", 0.2)
+    uri = silent_origin.rstrip("/")
+    with pytest.raises(StoreError) as err:
+        address.check_server(uri)
+    assert str(err.value) == (
+        f"tracking server {uri} does not answer (timed out) within 0.2 s (SCALESTUDY_HTTP_TIMEOUT): start it, or "
+        "set MLFLOW_TRACKING_URI to another store"
+    )
+
+
+def test_a_server_that_hangs_up_is_one_line_with_the_reason():
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def hang_up():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.close()  # no answer at all
+
+    thread = threading.Thread(target=hang_up, daemon=True)
+    thread.start()
+    uri = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    try:
+        with pytest.raises(StoreError) as err:
+            address.check_server(uri)
+    finally:
+        thread.join(5)
+        listener.close()
+    assert str(err.value).startswith(
+        f"tracking server {uri} does not answer (Remote end closed connection without response) within 10 s"
+    )
+
+
 def test_nothing_listening_is_one_line_with_the_timeout(monkeypatch):
     from helpers import free_port
 
