@@ -335,3 +335,34 @@ def test_an_experiment_other_ui_users_may_change_is_refused(empty_store, monkeyp
     )
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "editor")  # the importing user is not another
     assert other_managers(empty_store, experiment_id) == ["reader"]
+
+
+# --------------------------------------------------------------------------------------------
+# Every metric point compared, not only the latest values (verify.changed_values, verify.histories)
+
+
+def test_a_metric_history_changed_behind_the_import_is_noted_and_repaired(empty_store):
+    from scalestudy.store import verify
+
+    series = {"step_throughput_total": [(10, 1_000, 50.0), (20, 2_000, 60.0)]}
+    sync_experiment("unit", [rec("a", 1, 100.0, series=series), rec("b", 2, 190.0, series=series)], empty_store)
+    ids = load_runs(empty_store).set_index("import_key").run_id
+    points = [("step_throughput_total", 10, 50.0), ("step_throughput_total", 20, 60.0), ("throughput_total", 0, 100.0)]
+    sqlite_way = verify.histories(None, empty_store, [ids["a"]])
+    api_way = verify.histories(client(empty_store), "http://not-sqlite.invalid", [ids["a"]])  # through the client
+    assert sqlite_way == api_way == {ids["a"]: points}
+    client(empty_store).log_metric(ids["a"], "step_throughput_total", 55.0, timestamp=1_500, step=15)  # latest stays
+    con = sqlite3.connect(Path(empty_store[len("sqlite:///") :]))
+    with con:  # a point of b's history removed by hand
+        con.execute("DELETE FROM metrics WHERE run_uuid = ? AND step = 10", (ids["b"],))
+    con.close()
+    notes: list[str] = []
+    series = {"step_throughput_total": [(10, 1_000, 50.0), (20, 2_000, 60.0)]}
+    counts = sync_experiment("unit", [rec("a", 1, 100.0, series=series), rec("b", 2, 190.0, series=series)],
+                             empty_store, notes=notes)  # fmt: skip
+    assert counts["repaired"] == 2
+    assert notes == [
+        f"run {ids['a']} (key a): metric history differs from the source (e.g. step_throughput_total at step 15 = "
+        "55.0)",
+        f"run {ids['b']} (key b): metric history lacks points the source has",
+    ]
