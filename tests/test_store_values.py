@@ -10,6 +10,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -182,6 +183,26 @@ def test_the_holder_is_named_while_its_process_lives(tmp_path):
         assert lock.holder(lock_file) is None
 
 
+def test_asking_who_holds_the_lock_sends_its_process_nothing(tmp_path):
+    """holder() checks that the named process lives (signal 0), and must not disturb it."""
+    import signal
+
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)  # as a holder started from a terminal has it
+        time.sleep(30)
+        os._exit(0)
+    try:
+        time.sleep(0.05)
+        (tmp_path / "store.db.lock.holder").write_text(f"pid {pid}: python -m scalestudy.ingest, since x\n")
+        assert lock.holder(tmp_path / "store.db.lock") == f"pid {pid}: python -m scalestudy.ingest, since x"
+        time.sleep(0.05)
+        assert os.waitpid(pid, os.WNOHANG) == (0, 0)  # still running, untouched
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
 # --------------------------------------------------------------------------------------------
 # log_metrics: a profile's summary added to a run that exists, the run sealed again
 
@@ -204,6 +225,40 @@ def test_log_metrics_adds_the_values_and_seals_the_run_again(empty_store):
     assert run.data.tags[VALUES_HASH] == values_digest(run.data.params, run.data.metrics, run.data.tags)
     table = load_runs(empty_store)  # the builder's check of the seal passes
     assert table.loc[0, ["step_time_ms", "step_comm_share", "profile"]].tolist() == [81.25, 0.5, "timeline"]
+
+
+def test_a_measured_run_is_written_beside_the_store_with_its_hash_and_metric_points(empty_store):
+    from mlflow import MlflowClient
+
+    rec = measured()
+    before_ms = int(time.time() * 1000)
+    run_id = log_measured_run(rec, empty_store)
+    log_metrics(run_id, {"step_time_ms": 81.25}, uri=empty_store)
+    after_ms = int(time.time() * 1000)
+    client = MlflowClient(tracking_uri=empty_store)
+    run = client.get_run(run_id)
+    assert run.data.tags["content_hash"] == rec.content_hash()
+    experiment = client.get_experiment(run.info.experiment_id)
+    root = Path(empty_store[len("sqlite:///") :]).parent / "store-artifacts"
+    assert experiment.artifact_location == (root / "measured").resolve().as_uri()  # beside the store, not ./mlruns
+    (point,) = client.get_metric_history(run_id, "step_time_ms")
+    assert (point.step, point.value) == (0, 81.25) and before_ms <= point.timestamp <= after_ms
+
+
+def test_a_write_mlflow_refuses_is_one_line_naming_the_store(empty_store):
+    """MLflow refuses a param or tag name over 250 characters: the error names the store and keeps MLflow's
+    reason."""
+    rec = measured()
+    rec.params["n" * 300] = "x"
+    with pytest.raises(StoreError) as err:
+        log_measured_run(rec, empty_store)
+    assert str(err.value) == (
+        f"store {empty_store}: writing failed: MlflowException: 'Param key' exceeds the maximum length of 250 characters"
+    )
+    run_id = log_measured_run(measured("job-2"), empty_store)
+    with pytest.raises(StoreError) as err:
+        log_metrics(run_id, {"step_time_ms": 1.0}, {"n" * 300: "x"}, uri=empty_store)
+    assert str(err.value).startswith(f"store {empty_store}: writing failed: MlflowException: 'tags")
 
 
 def test_log_metrics_refuses_what_the_schema_does_not_hold(empty_store):
