@@ -339,9 +339,10 @@ SERIES_COLUMNS = ["run_id", "key", "step", "timestamp_ms", "value"]
 
 
 def test_load_series_of_nothing_has_the_series_columns(empty_store):
-    for run_ids, names in (([], ["step_throughput_total"]), (["r"], []), ([], [])):
-        table = load_series(run_ids, names, empty_store)
-        assert list(table.columns) == SERIES_COLUMNS and len(table) == 0
+    for run_ids, names in (([], ["step_throughput_total"]), (["r"], []), ([], []), (["r"], ["no such"])):
+        for via_api in (False, True):
+            table = load_series(run_ids, names, empty_store, via_api=via_api)
+            assert list(table.columns) == SERIES_COLUMNS and len(table) == 0
 
 
 def test_load_series_of_a_missing_store_is_refused_and_makes_no_store(tmp_path):
