@@ -402,3 +402,30 @@ def test_a_seal_edited_into_another_shape_is_reported_as_changed():
     assert changed_parts(f"{params} {metrics} tags:a:b", now) == ["tags"]
     assert changed_parts(f"{params} {metrics}", now) == ["tags"]
     assert changed_parts("", now) == ["no values_hash"]
+
+
+def test_the_differences_an_import_notes_name_absent_values():
+    from scalestudy.store.seal import differences
+
+    stored = ({"workers": 8, "gone": "x"}, {"m": 2.0}, {"source": "published", "mlflow.runName": "r"})
+    expected = ({"workers": "8", "new": "1"}, {"n": 1.5}, {"source": "published", "citation": "c"})
+    assert differences(stored, expected) == [
+        "param gone was x, the source says absent",
+        "param new was absent, the source says 1",  # a param held as a number reads as its text: 8 is "8"
+        "metric m was 2.0, the source says absent",
+        "metric n was absent, the source says 1.5",
+        "tag citation was absent, the source says c",  # MLflow's own tags are not compared
+    ]
+    assert differences(expected, expected) == []
+
+
+def test_an_auth_database_that_cannot_be_read_is_one_line(empty_store):
+    from scalestudy.store.verify import other_managers
+
+    auth = Path(empty_store[len("sqlite:///") :]).with_name("store-auth.db")
+    auth.write_text("not a database " * 100)
+    with pytest.raises(StoreError) as err:
+        other_managers(empty_store, "1")
+    assert str(err.value) == (
+        f"{auth}: the UI's users cannot be read (file is not a database), so who owns an experiment is unknown"
+    )
