@@ -366,3 +366,16 @@ def test_a_metric_history_changed_behind_the_import_is_noted_and_repaired(empty_
         "55.0)",
         f"run {ids['b']} (key b): metric history lacks points the source has",
     ]
+
+
+def test_deleted_runs_are_found_across_pages(empty_store, monkeypatch):
+    from scalestudy.store import verify
+
+    records = [rec(key, i + 1, 100.0 * (i + 1)) for i, key in enumerate("abcde")]
+    sync_experiment("unit", records, empty_store)
+    mlflow = client(empty_store)
+    for run_id in load_runs(empty_store).run_id:
+        mlflow.delete_run(run_id)
+    monkeypatch.setattr(verify, "PAGE_SIZE", 2)  # three pages: 2, 2 and 1 runs
+    experiment_id = mlflow.get_experiment_by_name("unit").experiment_id
+    assert verify.deleted_keys(mlflow, experiment_id) == {(r.key, r.content_hash()) for r in records}

@@ -51,13 +51,16 @@ def histories(client, uri: str, run_ids: list[str]) -> dict[str, list[tuple[str,
     return {run_id: sorted(points) for run_id, points in found.items()}
 
 
+PAGE_SIZE = 10000  # runs per page of MLflow's search (its largest)
+
+
 def deleted_keys(client, experiment_id: str) -> set[tuple[str, str]]:
     """(import key, content hash) of this experiment's deleted runs (to tell a run deleted outside an import)."""
     from mlflow.entities import ViewType
 
     token, found = None, set()
     while True:
-        page = client.search_runs([experiment_id], run_view_type=ViewType.DELETED_ONLY, max_results=10000,
+        page = client.search_runs([experiment_id], run_view_type=ViewType.DELETED_ONLY, max_results=PAGE_SIZE,
                                   page_token=token)  # fmt: skip
         for run in page:
             if run.data.tags.get("import_key") and run.data.tags.get(CONTENT_HASH):
