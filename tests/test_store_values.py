@@ -253,7 +253,8 @@ def test_a_write_mlflow_refuses_is_one_line_naming_the_store(empty_store):
     with pytest.raises(StoreError) as err:
         log_measured_run(rec, empty_store)
     assert str(err.value) == (
-        f"store {empty_store}: writing failed: MlflowException: 'Param key' exceeds the maximum length of 250 characters"
+        f"store {empty_store}: writing failed: MlflowException: 'Param key' exceeds the maximum length of 250 "
+        "characters"
     )
     run_id = log_measured_run(measured("job-2"), empty_store)
     with pytest.raises(StoreError) as err:
