@@ -430,3 +430,12 @@ def test_an_auth_database_that_cannot_be_read_is_one_line(empty_store):
     assert str(err.value) == (
         f"{auth}: the UI's users cannot be read (file is not a database), so who owns an experiment is unknown"
     )
+
+
+def test_a_nan_metric_seals_alike_on_both_read_paths():
+    """The SQLite reader reads a NaN metric as NULL (None), MLflow's client as float NaN: one seal for both."""
+    from scalestudy.store.seal import metric_text
+
+    assert metric_text(None) == metric_text(float("nan")) == "nan"
+    assert metric_text(3) == "3.0" and metric_text("0.1") == "0.1"
+    assert values_digest({}, {"m": None}, {}) == values_digest({}, {"m": float("nan")}, {})
