@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from pathlib import Path
 
 import pytest
 
@@ -150,3 +151,13 @@ def test_the_content_hash_by_hand(tmp_path):
     assert rec.content_hash() == hashlib.sha256(blob.encode()).hexdigest()[:16]
     (tmp_path / "dir" / "a" / "x.txt").write_bytes(b"Y")  # a file inside an artifact folder changes it
     assert rec.content_hash() != hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def test_the_content_hash_of_params_that_json_does_not_know_uses_their_text():
+    """An importer's params may be NumPy numbers or paths (from pandas, from a folder): hashed as their text."""
+    import numpy as np
+
+    rec = RunRecord(experiment="unit", key="k", params={"workers": np.int64(2), "log": Path("/a/b.log")},
+                    status="FINISHED")  # fmt: skip
+    blob = '[{"log": "/a/b.log", "workers": "2"}, {}, {}, {}, {}, "FINISHED", null, null]'
+    assert rec.content_hash() == hashlib.sha256(blob.encode()).hexdigest()[:16]
