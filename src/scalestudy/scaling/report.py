@@ -13,22 +13,26 @@ import numpy as np
 import pandas as pd
 
 from ..schema import MODELS
-from .study import claim_predictions, fit_dataset, predict, published_runs, validation
+from .held_out import margins
+from .study import claim_predictions, fit_dataset, held_out_errors, predict, published_runs, validation, widened
 
 CURVE_WORKERS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
 def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mapping]) -> pd.DataFrame:
-    """Figure 7: per panel, the observed efficiencies, the model's curves with their 95 % bands, and the claims.
+    """Figure 7: per panel, the observed efficiencies, the model's curves with their intervals (the bootstrap band
+    widened by the held-out error, held_out.py), and the claims.
 
     panels: [{title, fit: dataset (its observed points and its fit, extrapolated on its own platform) | claim:
     name (its claims, and the model in the claim's setting)}]. Rows: panel, kind (observed | model | claim |
-    claim_text), series, workers, efficiency, low, high, held_out, text."""
+    claim_text), series, workers, efficiency, low, high (the widened interval), bootstrap_low, bootstrap_high,
+    held_out, text."""
     out: list[dict] = []
     limit = int(scaling["fit_max_workers"])
+    errors = held_out_errors(runs, scaling)
     needs_claims = any("claim" in p for p in panels)
     prediction_fit = fit_dataset(runs, scaling, scaling["prediction_fit"])[0] if needs_claims else None
-    claims = claim_predictions(runs, scaling, prediction_fit) if needs_claims else []
+    claims = claim_predictions(runs, scaling, prediction_fit, errors) if needs_claims else []
     for panel in panels:
         title = panel["title"]
         if "fit" in panel:
@@ -40,10 +44,8 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
                     )
                 first = part.iloc[0]
                 for n in CURVE_WORKERS:
-                    p = fitted.predict(
-                        n, float(first["compute_s"]), float(first["nbytes"])
-                    )  # not .nbytes: a Series has one
-                    out.append(_row(title, "model", group, n, p["efficiency"], p["low"], p["high"]))
+                    p = fitted.predict(n, float(first["compute_s"]), float(first["nbytes"]))  # not .nbytes (Series)
+                    out.append(_model_row(title, group, n, widened(p, n, scaling, errors)))
         if "claim" in panel:
             for c in (c for c in claims if c["claim"] == panel["claim"] and "predicted" in c):
                 series = f"{MODELS.get(c['model'], c['model'])} · {c['device']}"
@@ -60,7 +62,7 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
                         intra=c["intra"],
                         network=c["network"],
                     )
-                    out.append(_row(title, "model", series, n, p["efficiency"], p["low"], p["high"]))
+                    out.append(_model_row(title, series, n, widened(p, n, scaling, errors)))
         for name in panel.get("claim_texts", []):
             label = scaling["claims"][name].get("label", name)
             for r in published_runs(runs, scaling["claims"][name]["runs"]).head(1).itertuples():
@@ -68,7 +70,7 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
     return pd.DataFrame(out)
 
 
-def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held_out=False, text=""):
+def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held_out=False, text="", boot=None):
     return {
         "panel": panel,
         "kind": kind,
@@ -77,9 +79,16 @@ def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held
         "efficiency": float(efficiency),
         "low": float(low),
         "high": float(high),
+        "bootstrap_low": float(boot[0] if boot else low),
+        "bootstrap_high": float(boot[1] if boot else high),
         "held_out": bool(held_out),
         "text": text,
     }
+
+
+def _model_row(panel, series, workers, p: Mapping) -> dict:
+    boot = (p["bootstrap_low"], p["bootstrap_high"])
+    return _row(panel, "model", series, workers, p["efficiency"], p["low"], p["high"], boot=boot)
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,7 +99,8 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
     """Held-out validation per dataset, the claims against the model's predictions per what-if network, and
     `numbers`: every value the paper's text quotes, each with its key and format."""
     checks = validation(runs, scaling)
-    claims = claim_predictions(runs, scaling)
+    errors = held_out_errors(runs, scaling, checks)
+    claims = claim_predictions(runs, scaling, errors=errors)
     networks = [
         {"key": n, "label": scaling["networks"][n]["label"], "short": scaling["networks"][n].get("short", n)}
         for n in scaling["what_ifs"]
@@ -100,6 +110,13 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
     def number(key: str, value, fmt: str = "percent1") -> None:
         numbers.append({"key": key, "value": None if value is None else float(value), "format": fmt})
 
+    for test, e in sorted(errors.items()):  # the rule's inputs: each held-out test's largest error per side
+        number(f"{test}-optimistic", e.optimistic)
+        number(f"{test}-pessimistic", e.pessimistic)
+    for r in scaling["held_out_error"]["ranges"]:  # and what it moves a band's ends by beyond `above` GPUs
+        down, up = margins(int(r["above"]) + 1, errors, scaling["held_out_error"])
+        number(f"margin-above-{r['above']}-down", down)
+        number(f"margin-above-{r['above']}-up", up)
     for check in checks:
         d = check["dataset"]
         number(f"{d}-points", len(check["held_out"]), "integer")
@@ -122,8 +139,10 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         if "predicted" not in c:
             continue
         number(f"{key}-predicted", c["predicted"]["efficiency"])
-        number(f"{key}-low", c["predicted"]["low"])
+        number(f"{key}-low", c["predicted"]["low"])  # the interval: with the held-out error
         number(f"{key}-high", c["predicted"]["high"])
+        number(f"{key}-bootstrap-low", c["predicted"]["bootstrap_low"])
+        number(f"{key}-bootstrap-high", c["predicted"]["bootstrap_high"])
         number(f"{key}-fp16", c["fp16"]["efficiency"])
         number(f"{key}-compute-ms", 1e3 * c["compute_s"], "fixed0")
         number(f"{key}-allreduce-ms", 1e3 * c["allreduce_s"], "fixed0")
@@ -138,5 +157,7 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         "networks": networks,
         "fp16_network": scaling["networks"][scaling["fp16_what_if"]].get("short", scaling["fp16_what_if"]),
         "prediction_fit": scaling["prediction_fit"],
+        "held_out_error": {t: vars(e) for t, e in sorted(errors.items())},
+        "rule": scaling["held_out_error"],
         "numbers": numbers,
     }
