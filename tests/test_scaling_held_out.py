@@ -11,10 +11,7 @@ import yaml
 from scalestudy.config import CONF_DIR
 from scalestudy.scaling.held_out import HeldOutError, error_of, margins, widen
 
-RULE = {
-    "side": "per_side",
-    "ranges": [{"above": 16, "tests": ["study"]}, {"above": 64, "tests": ["study", "mlperf"]}],
-}
+RULE = {"side": "per_side", "ranges": [{"above": 16, "tests": ["study"]}, {"above": 64, "tests": ["study", "mlperf"]}]}
 ERRORS = {
     "study": HeldOutError("study", optimistic=0.127, pessimistic=0.027, points=10, gpus_min=32, gpus_max=64),
     "mlperf": HeldOutError("mlperf", optimistic=0.0, pessimistic=0.361, points=8, gpus_min=512, gpus_max=4320),
