@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..derive import scale_families
 from ..schema import MODELS
 from .held_out import margins
+from .mlperf_check import efficiency, family_label, tested_families, tradeoff
 from .study import claim_predictions, fit_dataset, held_out_errors, predict, published_runs, validation, widened
 
 CURVE_WORKERS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
@@ -161,3 +163,83 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         "rule": scaling["held_out_error"],
         "numbers": numbers,
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Figure 12: the overlap-bandwidth trade-off on MLPerf's GPU families
+
+
+def tradeoff_rows(runs: pd.DataFrame, *, mlperf: Mapping, overlaps: int = 11, min_scales: int = 3) -> pd.DataFrame:
+    """Figure 12 (a `derive` step): for each tested family and each overlap of a grid over [0, 1], the inter-node
+    bandwidth that fits the family's second system exactly (`tradeoff`; NaN where none within the hardware), the
+    hardware's bound (inter_max_GBps), and what that pair predicts at the family's largest system beside the
+    measured value (measured_mark: where to draw it, at every overlap). run_id: the largest system's; base_run_id,
+    fit_run_id: the two systems it is fitted on."""
+    grid = np.linspace(0.0, 1.0, int(overlaps))
+    rows = []
+    for _, part, hw in tested_families(scale_families(runs, min_scales=min_scales), mlperf):
+        small = part[part["accelerators"] < int(mlperf["held_out_from"])]
+        (base, fit), largest = (small.iloc[0], small.iloc[1]), part.iloc[-1]
+        point = lambda r: (int(r["accelerators"]), float(r["batch_per_worker"]), float(r["per_accelerator"]))  # noqa: E731
+        nbytes = float(mlperf["gradient_bytes"])
+        pairs = tradeoff(point(fit), point(base), nbytes, hw, grid)
+        label = family_label(part)
+        for pair in pairs.itertuples():
+            predicted = np.nan
+            if pair.admissible:
+                predicted = efficiency(int(largest["accelerators"]), float(largest["batch_per_worker"]),
+                                       float(base["batch_per_worker"]), 1 / float(base["per_accelerator"]), nbytes,
+                                       hw, pair.inter_GBps, pair.overlap)  # fmt: skip
+            rows.append({
+                "family": label, "overlap": pair.overlap, "inter_GBps": pair.inter_GBps,
+                "inter_max_GBps": hw.inter_max_GBps, "largest": int(largest["accelerators"]),
+                "predicted_largest": predicted, "measured_largest": float(largest["efficiency_throughput"]),
+                "measured_mark": True, "run_id": largest["run_id"], "base_run_id": base["run_id"],
+                "fit_run_id": fit["run_id"],
+            })  # fmt: skip
+    if not rows:
+        raise ValueError("no MLPerf GPU family the model can be tested on (conf/scaling/mlperf.yaml)")
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# Table 7: the 512- and 256-GPU claims judged again, with the model's interval and beside the measured families
+
+
+def nearest_systems(families: pd.DataFrame, scale: int, factor: float) -> pd.DataFrame:
+    """Per GPU scale family (derive.scale_families), its system nearest `scale` GPUs on a log axis, where that lies
+    within `factor` of it and is not the family's smallest (whose efficiency is 1 by definition); nearest first."""
+    gpu = families[families["accelerator_kind"] == "GPU"]
+    distance = (np.log2(gpu["accelerators"].astype(float) / scale)).abs()
+    near = gpu.assign(distance=distance)[(distance <= np.log2(factor) + 1e-9) & (gpu["scale"] > 1)]
+    best = near.sort_values(["distance", "accelerators"]).groupby("family", sort=False).head(1)
+    return best.sort_values(["distance", "round", "accelerators"]).reset_index(drop=True)
+
+
+def claims_table(runs: pd.DataFrame, *, scaling: Mapping, nearest_factor: float = 2.0, what: str = "table") -> dict:
+    """Every claim's prediction in its setting with the interval (the bootstrap band widened by the held-out error),
+    whether a claimed number lies in it, and per claimed GPU count the measured MLPerf GPU families' systems nearest
+    it (within nearest_factor): efficiency by throughput over the family's smallest system, with the batch per GPU
+    there and at the smallest system."""
+    claims = claim_predictions(runs, scaling)
+    rows = []
+    for c in claims:
+        p = c.get("predicted")
+        inside = None if p is None or c["claimed"] is None else bool(p["low"] <= c["claimed"] <= p["high"])
+        rows.append({**{k: c[k] for k in ("claim", "label", "model", "device", "workers", "claimed", "claim_text",
+                                          "network_label", "batch_per_worker", "run_id")},
+                     "predicted": p, "inside": inside})  # fmt: skip
+    mlperf = scaling["mlperf"]
+    families = scale_families(published_runs(runs, mlperf["runs"]), min_scales=int(mlperf["min_scales"]))
+    scales = []
+    for scale in sorted({int(c["workers"]) for c in claims}, reverse=True):
+        near = nearest_systems(families, scale, float(nearest_factor))
+        systems = [{
+            "family": family_label(families[families["family"] == r.family].sort_values("accelerators"), fitted=0),
+            "round": r.round, "submitter": r.submitter, "accelerators": int(r.accelerators),
+            "base_accelerators": int(r.base_accelerators), "batch_per_worker": float(r.batch_per_worker),
+            "base_batch_per_worker": float(r.base_global_batch) / float(r.base_accelerators),
+            "efficiency": float(r.efficiency_throughput), "run_id": r.run_id,
+        } for r in near.itertuples()]  # fmt: skip
+        scales.append({"scale": scale, "systems": systems})
+    return {"claims": rows, "scales": scales, "nearest_factor": float(nearest_factor)}
