@@ -204,10 +204,12 @@ test: $(TRAIN_VENV)/.train.stamp $(IMPORTED) system-paper system-ui system-slurm
 	$(TRAIN_VENV)/bin/ruff format --check src tests benchmarks scripts
 	SCALESTUDY_REQUIRE_ALL=1 $(TRAIN_PY) -m pytest -q  # a skip here is a failure (tests/require_all.py)
 
+# Two pytest-xdist workers; the controller imports the published runs and builds their figures beside them
+# (tests/published.py): on 2 cores that overlaps the ~25 s of MLflow writes and drawing with the other tests.
 test-fast: $(VENV)/.test.stamp ## lint and the fast tests (no browser, LaTeX, Slurm or Horovod)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/ruff format --check src tests benchmarks scripts
-	$(PY) -m pytest -q -m "not integration"
+	$(PY) -m pytest -q -m "not integration" -n 2
 
 # mutmut mutates the modules of [tool.mutmut] (pyproject.toml) in mutants/ and runs the fast tests that call each
 # mutated function; the report (per module, each survivor's diff and triage) goes to benchmarks/out/mutation/report.md.

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from pathlib import Path
 
+import published
 import pytest
-from helpers import IMAGE_FACTS, default_mirror, require_raw_data, run_module
+from helpers import IMAGE_FACTS, default_mirror, have_raw_data, require_raw_data
 
 pytest_plugins = [
     "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
@@ -37,6 +39,9 @@ def data_cache(tmp_path_factory):
 # A SQLite file holding the published runs imported by this same code, copied instead of importing again (set
 # by scripts/mutation_check.py only).
 PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
+# The xdist controller's background build of the published runs, and the fixtures that wait for it.
+BACKGROUND = pytest.StashKey[tuple]()
+PUBLISHED_FIXTURES = {"published_store", "published_figures", "published_folder"}
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -46,40 +51,77 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
-@pytest.fixture(scope="session")
-def published_store(tmp_path_factory) -> str:
-    """URI of a SQLite store holding every published run (imported once per session; tests must not modify it).
-
-    In memory-backed /dev/shm where there is one: SQLite syncs every MLflow write, which on a busy disk
-    doubles the import's time."""
-    require_raw_data()
+def scratch_folder() -> Path:
+    """A new folder for the published runs, in memory-backed /dev/shm where there is one: SQLite syncs every MLflow
+    write, which on a busy disk doubles an import's time. The caller removes it."""
     shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        folder = Path(tempfile.mkdtemp(prefix="scalestudy-published-", dir=shm))
-    else:
-        folder = tmp_path_factory.mktemp("published-store")
-    uri = f"sqlite:///{folder / 'store.db'}"
-    try:
-        prebuilt = os.environ.get(PREBUILT_STORE)
-        if prebuilt:  # scripts/mutation_check.py: one import for all mutants that leave the importers alone
-            shutil.copyfile(prebuilt, folder / "store.db")
-            if (Path(prebuilt).parent / "store-artifacts").is_dir():
-                shutil.copytree(Path(prebuilt).parent / "store-artifacts", folder / "store-artifacts")
-        else:
-            run_module("scalestudy.ingest", uri=uri)
-        yield uri
-    finally:
-        if folder.is_relative_to(shm):  # tmp_path_factory cleans its own folders, not /dev/shm
-            shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix="scalestudy-published-", dir=shm if os.access(shm, os.W_OK) else None))
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, the controller (which runs no test) builds the published store and figures in the
+    background (tests/published.py), and tells the workers where through the environment they inherit."""
+    workers = getattr(config.option, "numprocesses", None)
+    if not workers or hasattr(config, "workerinput") or os.environ.get(PREBUILT_STORE) or not have_raw_data():
+        return
+    folder = scratch_folder()
+    config.stash[BACKGROUND] = (published.start(folder), folder)
+    os.environ[published.FOLDER] = str(folder)
+
+
+def pytest_unconfigure(config):
+    proc, folder = config.stash.get(BACKGROUND, (None, None))
+    if proc is not None:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(published.FOLDER, None)
+
+
+def pytest_collection_modifyitems(config, items):
+    """While the published runs are built in the background, the tests that need them run last."""
+    if os.environ.get(published.FOLDER):
+        items.sort(key=lambda item: bool(PUBLISHED_FIXTURES & set(item.fixturenames)))
 
 
 @pytest.fixture(scope="session")
-def published_figures(published_store, tmp_path_factory) -> dict:
+def published_folder():
+    """The folder of the published store and figures: built in the background by the xdist controller, copied from
+    a prebuilt store (mutation testing), or built here when first asked for."""
+    require_raw_data()
+    if os.environ.get(published.FOLDER):
+        yield Path(os.environ[published.FOLDER])
+        return
+    folder = scratch_folder()
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def published_store(published_folder) -> str:
+    """URI of a SQLite store holding every published run (imported once per session; tests must not modify it)."""
+    prebuilt = os.environ.get(PREBUILT_STORE)
+    if os.environ.get(published.FOLDER):
+        published.wait(published_folder, "store")
+    elif prebuilt:  # scripts/mutation_report.py: one import for all mutants that leave the importers alone
+        shutil.copyfile(prebuilt, published_folder / "store.db")
+        if (Path(prebuilt).parent / "store-artifacts").is_dir():
+            shutil.copytree(Path(prebuilt).parent / "store-artifacts", published_folder / "store-artifacts")
+    else:
+        published.wait(published_folder, "store", build=True)
+    return published.store_uri(published_folder)
+
+
+@pytest.fixture(scope="session")
+def published_figures(published_store, published_folder) -> dict:
     """Every figure built once per session from the published store (`python -m scalestudy.paper figures`, one
     query): {"dir": the figures folder, "stdout", "stderr"}. Tests read it; a test that writes copies it."""
-    out = tmp_path_factory.mktemp("published-paper")
-    proc = run_module("scalestudy.paper", "figures", f"out_dir={out}", uri=published_store)
-    return {"dir": out / "figures", "stdout": proc.stdout, "stderr": proc.stderr}
+    build = not os.environ.get(published.FOLDER)
+    ended = published.wait(published_folder, "figures", build=build)
+    return {"dir": published.figures_dir(published_folder), "stdout": ended["stdout"], "stderr": ended["stderr"]}
 
 
 @pytest.fixture()

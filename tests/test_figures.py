@@ -15,14 +15,14 @@ def build(uri, out_dir, *args, check=True):
 
 
 @pytest.fixture(scope="module")
-def figure3(published_figures):
+def figures_dir(published_figures):
     return published_figures["dir"]  # every figure, built once per session (conftest.published_figures)
 
 
-def test_figure3_files_and_the_runs_behind_them(figure3, published_store):
+def test_figure3_files_and_the_runs_behind_them(figures_dir, published_store):
     for ext in ("pdf", "png", "json"):
-        assert (figure3 / f"figure-3.{ext}").stat().st_size > 1000
-    sidecar = json.loads((figure3 / "figure-3.json").read_text())
+        assert (figures_dir / f"figure-3.{ext}").stat().st_size > 1000
+    sidecar = json.loads((figures_dir / "figure-3.json").read_text())
     runs = load_runs(published_store)
     expected = runs[
         (runs.experiment == "tf-benchmarks-2017")
@@ -41,22 +41,22 @@ def test_figure3_files_and_the_runs_behind_them(figure3, published_store):
         f"#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey=figure-3-"
     )
     assert all(run_id in sidecar["mlflow_ui"]["search_link"] for run_id in expected.run_id)
-    pdf = (figure3 / "figure-3.pdf").read_bytes()
+    pdf = (figures_dir / "figure-3.pdf").read_bytes()
     assert sidecar["git_commit"].encode() in pdf
     assert all(run_id.encode() in pdf for run_id in expected.run_id)
 
 
-def test_rebuild_from_the_same_store_gives_the_same_files(figure3, published_store, tmp_path):
+def test_rebuild_from_the_same_store_gives_the_same_files(figures_dir, published_store, tmp_path):
     # figure-3 alone, against the session's bulk build of every figure: the same bytes
     build(published_store, tmp_path, "figure-3")
     for ext in ("pdf", "png", "json"):
-        assert (tmp_path / "figures" / f"figure-3.{ext}").read_bytes() == (figure3 / f"figure-3.{ext}").read_bytes()
+        assert (tmp_path / "figures" / f"figure-3.{ext}").read_bytes() == (figures_dir / f"figure-3.{ext}").read_bytes()
 
 
-def test_filter_matching_nothing_fails_and_keeps_the_previous_file(figure3, published_store, tmp_path):
+def test_filter_matching_nothing_fails_and_keeps_the_previous_file(figures_dir, published_store, tmp_path):
     (tmp_path / "figures").mkdir()
     for ext in ("pdf", "png", "json", "caption.tex"):  # the previous build's files
-        shutil.copyfile(figure3 / f"figure-3.{ext}", tmp_path / "figures" / f"figure-3.{ext}")
+        shutil.copyfile(figures_dir / f"figure-3.{ext}", tmp_path / "figures" / f"figure-3.{ext}")
     before = {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()}
     proc = build(published_store, tmp_path, "figure-3", "figure.runs.published.model=[lenet]", check=False)
     assert proc.returncode != 0
@@ -159,11 +159,10 @@ def yaml_figure(name: str) -> dict:
     return yaml.safe_load((REPO / "conf" / "figure" / f"{name}.yaml").read_text())
 
 
-def test_figure8_points_by_hand(published_store, tmp_path):
+def test_figure8_points_by_hand(published_store, figures_dir):
     """Figure 8: speedups by speed of seed 002's runs: the tf_cnn_benchmarks tables, the Keras logs (finished runs
     only) and the variable-update modes of the az-2x-m60 trace; values from measurements.csv and the logs."""
-    build(published_store, tmp_path, "figure-8")
-    sidecar = json.loads((tmp_path / "figures" / "figure-8.json").read_text())
+    sidecar = json.loads((figures_dir / "figure-8.json").read_text())
     points = sidecar["points"]
     point = {(p["panel"], p["series"], p.get("workers", p.get("variable_update"))): p["value"] for p in points}
     # the 7gforce tf_cnn_benchmarks table (measurements.md:174, :177): 351.98 / 78.44
@@ -187,7 +186,7 @@ def test_figure8_points_by_hand(published_store, tmp_path):
     drawn = runs.loc[[r["run_id"] for r in sidecar["mlflow_runs"]]]
     assert (drawn["status"] == "FINISHED").all() and len(drawn) == 54
     assert (drawn["record"] == "log").sum() == 42
-    caption = (tmp_path / "figures" / "figure-8.caption.tex").read_text()
+    caption = (figures_dir / "figure-8.caption.tex").read_text()
     assert "parameter server" in caption and "replicated" in caption and "Horovod" in caption
 
 

@@ -109,9 +109,9 @@ def test_descriptions_name_the_source_and_the_line(store):
     assert text.startswith("Published measurements: TensorFlow documentation, Benchmarks page")
     assert "- One run: one row of tf_benchmarks_2017.csv" in text and "; 207 runs." in text
     # from conf/figure and conf/table
-    assert "- Used by: figure-3, figure-4, figure-7, figure-10, table-1, table-4." in text
+    assert "- Used by: figure-3, figure-4, figure-7, figure-10, table-1, table-4, table-7." in text
     hacksa = client.get_experiment_by_name("hacksa-2019").tags["mlflow.note.content"]
-    assert "Used by: figure-1, figure-2, figure-5, figure-7, figure-10, table-3, table-4." in hacksa
+    assert "Used by: figure-1, figure-2, figure-5, figure-7, figure-10, table-3, table-4, table-7." in hacksa
     runs = store["runs"].set_index(["experiment", "import_key"])
     run = client.get_run(runs.loc[("hacksa-2019", "1.err"), "run_id"])
     assert run.data.tags["mlflow.note.content"].startswith(

@@ -108,7 +108,8 @@ def experiment_users(conf: Path | None = None) -> dict[str, list[str]]:
         paths = sorted((conf or CONF_DIR).joinpath(group).glob("*.yaml"), key=lambda p: name_order(p.stem))
         for path in paths:
             spec = yaml.safe_load(path.read_text()) or {}
-            for selection in (spec.get("runs") or {}).values():
+            filters = [f for s in (spec.get("runs") or {}).values() for f in (s if isinstance(s, list) else [s])]
+            for selection in filters:
                 names = (selection or {}).get("experiment") or []
                 for name in [names] if isinstance(names, str) else names:
                     users.setdefault(str(name), [])

@@ -248,7 +248,7 @@ def _reference_lines(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, ti
         entries.setdefault("ideal", ax.axhline(1.0, color="grey", linewidth=1, alpha=0.6, zorder=1))
     elif isinstance(ideal, (int, float)) and not isinstance(ideal, bool):
         entries.setdefault("ideal", ax.axhline(float(ideal), color="grey", linewidth=1, alpha=0.6, zorder=1))
-    points = _vline(ax, part, x, panel, plot, title, entries)
+    points = _vline(ax, part, x, panel, plot, title, entries) + _hline(ax, part, panel, title, entries)
     if not plot.get("median"):
         return points
     ys = list(panel["y"])
@@ -276,6 +276,21 @@ def _vline(ax, part: pd.DataFrame, x: str, panel: dict, plot: dict, title, entri
     for at in sorted(set(part[vline["column"]].dropna().astype(float))):
         entries.setdefault(vline["legend"], ax.axvline(at, color="dimgray", linestyle=":", linewidth=1.2))
         points.append({"panel": title, "series": vline["legend"], "y": vline["column"], x: at})
+    return points
+
+
+def _hline(ax, part: pd.DataFrame, panel: dict, title, entries: dict) -> list:
+    """A panel's `hline` ({column, legend}): a bound the data state (a link's rate), a dashed line at each value of
+    column, its value written at the right end."""
+    hline = panel.get("hline") or {}
+    if not hline or hline["column"] not in part.columns:
+        return []
+    points = []
+    for at in sorted(set(part[hline["column"]].dropna().astype(float))):
+        entries.setdefault(hline["legend"], ax.axhline(at, color="black", linestyle="--", linewidth=1.0))
+        ax.annotate(f"{at:g}", xy=(1.0, at), xycoords=("axes fraction", "data"), ha="right", va="bottom",
+                    xytext=(-2, 1), textcoords="offset points")  # fmt: skip
+        points.append({"panel": title, "series": hline["legend"], "y": hline["column"], "value": at})
     return points
 
 

@@ -66,3 +66,19 @@ def model_check(runs: pd.DataFrame, *, stat: str, config: str = "scaling/mlperf.
     if stat not in stats:
         raise ValueError(f"stat {stat!r}: one of {', '.join(stats)}")
     return float(stats[stat])
+
+
+def nearest(runs: pd.DataFrame, *, scale: int, stat: str, column: str = "efficiency_throughput", factor: float = 2.0,
+            min_scales: int = 3) -> float:  # fmt: skip
+    """Over the GPU families' systems nearest `scale` GPUs (report.nearest_systems, as table 7 lists them): their
+    count (stat systems), or min/max of `column`."""
+    from ..scaling.report import nearest_systems
+
+    near = nearest_systems(_families(runs, min_scales), int(scale), float(factor))
+    if near.empty:
+        raise ValueError(f"no GPU family has a system within a factor {factor:g} of {scale} GPUs")
+    if stat == "systems":
+        return float(len(near))
+    if stat in ("min", "max"):
+        return float(getattr(near[column], stat)())
+    raise ValueError(f"stat {stat!r}: systems, min or max")

@@ -1,4 +1,4 @@
-"""Figure 7's drawing: measured efficiencies, the scaling model's curves with their 95 % bands, and the claims.
+"""Figure 7's drawing: measured efficiencies, the scaling model's curves with their intervals, and the claims.
 
 A named draw function (conf/figure/figure-7.yaml `draw`), since the generic path draws lines of columns: not
 bands, not a claim made in words, and not two claims of the same value at the same GPU count, which it would
@@ -46,15 +46,17 @@ def dodged(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 def _band(ax, curve: pd.DataFrame, fit_max: int, color, position: float) -> None:
-    """The model's 95 % band as a bar at each power of two beyond the fit, the series side by side (`position`
-    steps of BAND_DODGE doublings): translucent areas of several series overlap until none can be told apart."""
+    """The model's interval as a bar at each power of two beyond the fit, the series side by side (`position`
+    steps of BAND_DODGE doublings): translucent areas of several series overlap until none can be told apart.
+    Thin, with caps: the interval (the bootstrap band widened by the held-out error); thick: the bootstrap band."""
     workers = curve["workers"].to_numpy(dtype=float)
     bars = curve[(workers > fit_max) & np.isclose(np.log2(workers), np.round(np.log2(workers)))]
     if bars.empty:
         return
-    ax.errorbar(bars["workers"] * 2.0 ** (position * BAND_DODGE), bars["efficiency"],
-                yerr=[bars["efficiency"] - bars["low"], bars["high"] - bars["efficiency"]],
-                fmt="none", ecolor=color, elinewidth=1.0, capsize=1.8, capthick=0.8, zorder=4)  # fmt: skip
+    x = bars["workers"] * 2.0 ** (position * BAND_DODGE)
+    ax.vlines(x, bars["low"], bars["high"], color=color, lw=0.7, zorder=4)
+    ax.plot(x, bars["low"], "_", x, bars["high"], "_", color=color, ms=3.2, mew=0.8, zorder=4)
+    ax.vlines(x, bars["bootstrap_low"], bars["bootstrap_high"], color=color, lw=2.4, zorder=4)
 
 
 def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
@@ -127,7 +129,8 @@ def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
             ax.set_xlim(0.8, 700)
             low, high = plot.get("ylim", {}).get(panel, [0.3, 1.2])
             ax.set_ylim(low, high)
-            ax.set_yticks(np.round(np.arange(np.ceil(low * 10) / 10, 1.0001, 0.1), 1))
+            step = 0.1 if high - low <= 0.8 else 0.2
+            ax.set_yticks(np.round(np.arange(np.ceil(low / step) * step, high + 1e-4, step), 1))
             ax.set_xlabel("GPUs")
             ax.set_ylabel("scaling efficiency")
             ax.set_title(panel, loc="left")
@@ -139,7 +142,8 @@ def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
             Line2D([], [], color="black", ls="--", lw=1.1, marker="|", ms=8, mew=0.9),
             Line2D([], [], color="white", marker="*", mfc="gray", mec="black", lw=0, ms=9),
         ]
-        labels = ["measured, fitted", "measured, held out", "model; bar: 95 % band", "claimed"]
+        labels = ["measured, fitted", "measured, held out", "model; bars: interval (thin), bootstrap (thick)",
+                  "claimed"]  # fmt: skip
         fig.legend(keys, labels, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.075))
         note = textwrap.fill(" ".join(n for n in notes if n), 118)
         fig.text(0.01, 0.008, note, ha="left", va="bottom", color="dimgray")

@@ -26,7 +26,8 @@ class NoRunsDeclared(EmptySelection):
 def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) -> pd.DataFrame:
     """Rows of `runs` matching `selection[src]` for each src that `source` names (published, measured, all).
 
-    A filter is {column: value or list of values}; `status` defaults to FINISHED. Runs of each
+    A filter is {column: value or list of values}, or a list of such filters (a run matching any); `status`
+    defaults to FINISHED. Runs of each
     source are tagged in a `source` column, so figures can tell them apart. An empty result, an
     unknown column, or a source the figure declares no filter for is an error naming `what`.
     """
@@ -40,13 +41,15 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
             if source != "all":
                 raise NoRunsDeclared(f"{what}: declares no runs for source={src} (its `runs.{src}` is empty)")
             continue
-        spec = dict(spec)
-        spec.setdefault("status", "FINISHED")
         mask = runs["source"].astype(str) == src if "source" in runs else pd.Series(False, index=runs.index)
-        parts.append(runs[mask & where_mask(runs, spec)])
+        # A list of filters selects the runs any of them matches (runs of several experiments, each its own filter).
+        anyof = pd.Series(False, index=runs.index)
+        for one in [spec] if isinstance(spec, Mapping) else spec:
+            anyof |= where_mask(runs, {"status": "FINISHED", **dict(one)})
+        parts.append(runs[mask & anyof])
     chosen = pd.concat(parts) if parts else runs.iloc[0:0]
     if chosen.empty:
-        filters = {src: dict((selection or {}).get(src) or {}) for src in wanted}
+        filters = {src: (selection or {}).get(src) for src in wanted}
         raise EmptySelection(f"{what}: no run matches the filter {filters} (source={source})")
     return chosen.reset_index(drop=True)
 

@@ -17,6 +17,7 @@ would exceed the hardware. A prediction is the range over these admissible pairs
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,12 +105,11 @@ def check(family: pd.DataFrame, hw: Hardware, nbytes: float, *, held_out_from: i
     return pd.DataFrame(rows)
 
 
-def check_families(families: pd.DataFrame, cfg: dict) -> pd.DataFrame:
-    """`check` for every GPU family (derive.scale_families) with two systems below `held_out_from` GPUs and one or
-    more at or above it, on the hardware of conf/scaling/mlperf.yaml whose `match` text its system files state.
-    A family whose interconnect matches no entry fails naming it (the model needs its links)."""
+def tested_families(families: pd.DataFrame, cfg: Mapping):
+    """(name, rows, Hardware) of every GPU family (derive.scale_families) with two systems below `held_out_from` GPUs
+    and one or more at or above it, on the hardware of conf/scaling/mlperf.yaml whose `match` text its system files
+    state. A family whose interconnect matches no entry fails naming it (the model needs its links)."""
     held = int(cfg["held_out_from"])
-    out = []
     for name, part in families[families["accelerator_kind"] == "GPU"].groupby("family", sort=True):
         if part["accelerators"].max() < held or (part["accelerators"] < held).sum() != 2:
             continue
@@ -121,9 +121,28 @@ def check_families(families: pd.DataFrame, cfg: dict) -> pd.DataFrame:
             )
         hw = Hardware(float(entry["intra_GBps"]), float(entry["inter_max_GBps"]), int(entry["gpus_per_node"]),
                       float(cfg["inter_latency_us"]))  # fmt: skip
-        out.append(check(part, hw, float(cfg["gradient_bytes"]), held_out_from=held))
+        yield name, part.sort_values("accelerators"), hw
+
+
+def check_families(families: pd.DataFrame, cfg: Mapping) -> pd.DataFrame:
+    """`check` for every family of `tested_families`, with the held-out error (the largest |measured - midpoint|)
+    and every range widened by it (interval_low, interval_high)."""
+    held = int(cfg["held_out_from"])
+    out = [check(part, hw, float(cfg["gradient_bytes"]), held_out_from=held)
+           for _, part, hw in tested_families(families, cfg)]  # fmt: skip
     if not out:
         raise ValueError(f"no GPU family with two systems below {held} GPUs and one at or above it")
     table = pd.concat(out, ignore_index=True)
     error = float(table["error"].abs().max())  # the held-out error, added to every interval
     return table.assign(interval_low=table["low"] - error, interval_high=table["high"] + error, held_out_error=error)
+
+
+def family_label(part: pd.DataFrame, fitted: int = 2) -> str:
+    """A family in a legend or table: round, submitter, GPU and its GPU counts, the `fitted` ones apart from those
+    held out ("v1.1 NVIDIA A100: 8, 64 | 1,024, 4,320"; fitted=0: "v0.6 NVIDIA V100: 16, 512, 1,536")."""
+    row = part.iloc[0]
+    gpu = next((w.upper() for w in str(row["accelerator_model"]).replace("-", " ").split() if w[:1].lower() in "ahv"
+                and w[1:].isdigit()), str(row["accelerator_model"]))  # fmt: skip
+    counts = [f"{int(n):,}" for n in part["accelerators"]]
+    shown = f"{', '.join(counts[:fitted])} | {', '.join(counts[fitted:])}" if fitted else ", ".join(counts)
+    return f"{row['round']} {row['submitter']} {gpu}: {shown}"

@@ -24,10 +24,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..derive import matches, scaling, where_mask
+from ..derive import matches, scale_families, scaling, where_mask
 from ..schema import MODELS
 from .cost import Link, Network, hierarchical_allreduce_s
 from .fit import Fit, Point, fit
+from .held_out import HeldOutError, mlperf_error, study_errors, widen
+from .mlperf_check import check_families
 from .sizes import SizeError, gradient_bytes, read_sizes
 
 
@@ -222,11 +224,48 @@ def overlap_needed(
     return None if needed > 1 else max(0.0, float(needed))
 
 
-def claim_predictions(runs: pd.DataFrame, settings: Mapping, fitted: Fit | None = None) -> list[dict]:
+# --------------------------------------------------------------------------------------------
+# The held-out error that widens every interval (held_out.py; the rule: settings["held_out_error"])
+
+
+def mlperf_check(runs: pd.DataFrame, settings: Mapping) -> pd.DataFrame:
+    """The model tested on MLPerf's GPU scale families (mlperf_check.check_families), with settings["mlperf"]
+    (conf/scaling/mlperf.yaml) on the published runs of its `runs` filter."""
+    cfg = settings.get("mlperf")
+    if not cfg:
+        raise LookupError("the scaling settings have no `mlperf` (conf/scaling/mlperf.yaml): the held-out error of "
+                          "MLPerf's test cannot be computed")  # fmt: skip
+    chosen = published_runs(runs, cfg["runs"])
+    if chosen.empty:
+        raise LookupError(f"no published run matches {dict(cfg['runs'])} (conf/scaling/mlperf.yaml runs): "
+                          "run `make import`")  # fmt: skip
+    return check_families(scale_families(chosen, min_scales=int(cfg["min_scales"])), cfg)
+
+
+def held_out_errors(runs: pd.DataFrame, settings: Mapping, checks: list[dict] | None = None) -> dict:
+    """{test: HeldOutError} of every held-out test the rule names: the study's (validation; `checks` when the
+    caller has them) and MLPerf's, named by its experiment."""
+    errors: dict[str, HeldOutError] = study_errors(validation(runs, settings) if checks is None else checks)
+    named = {t for r in settings["held_out_error"]["ranges"] for t in r["tests"]}
+    mlperf = settings.get("mlperf") or {}
+    test = str((mlperf.get("runs") or {}).get("experiment", ""))
+    if test and test in named:
+        errors[test] = mlperf_error(mlperf_check(runs, settings), test)
+    return errors
+
+
+def widened(p: Mapping, workers: int, settings: Mapping, errors: Mapping[str, HeldOutError]) -> dict:
+    return widen(p, int(workers), errors, settings["held_out_error"])
+
+
+def claim_predictions(
+    runs: pd.DataFrame, settings: Mapping, fitted: Fit | None = None, errors: Mapping | None = None
+) -> list[dict]:
     """Every claim's models on its GPUs: claimed efficiency (or words), the model's prediction for each what-if
-    network [95 % band], with fp16 compression on one of them, and the overlap needed to reach a number.
-    `fitted`: the prediction fit when the caller has it already."""
+    network [95 % band widened by the held-out error], with fp16 compression on one of them, and the overlap needed
+    to reach a number. `fitted`, `errors`: the prediction fit and the held-out errors when the caller has them."""
     fitted = fitted or fit_dataset(runs, settings, settings["prediction_fit"])[0]
+    errors = held_out_errors(runs, settings) if errors is None else errors
     out = []
     for claim_name, claim in settings["claims"].items():
         for r in published_runs(runs, claim["runs"]).sort_values("model").itertuples():
@@ -258,16 +297,19 @@ def claim_predictions(runs: pd.DataFrame, settings: Mapping, fitted: Fit | None 
                 common = dict(
                     workers=row["workers"], compute_s=compute_s, gpus_per_node=row["gpus_per_node"], intra=row["intra"]
                 )
+
+                def wide(nbytes, network, common=common):
+                    p = predict(fitted, settings, nbytes=nbytes, network=network, **common)
+                    return widened(p, common["workers"], settings, errors)
+
                 row.update(
                     batch_per_worker=batch,
                     compute_s=compute_s,
                     compute_basis=basis,
                     nbytes=nbytes,
-                    what_ifs={
-                        n: predict(fitted, settings, nbytes=nbytes, network=n, **common) for n in settings["what_ifs"]
-                    },
-                    fp16=predict(fitted, settings, nbytes=nbytes / 2, network=settings["fp16_what_if"], **common),
-                    predicted=predict(fitted, settings, nbytes=nbytes, network=claim["network"], **common),
+                    what_ifs={n: wide(nbytes, n) for n in settings["what_ifs"]},
+                    fp16=wide(nbytes / 2, settings["fp16_what_if"]),
+                    predicted=wide(nbytes, claim["network"]),
                 )
                 setting = Network(
                     network_link(settings, row["intra"]), network_link(settings, row["network"]), row["gpus_per_node"]
