@@ -379,3 +379,25 @@ def test_deleted_runs_are_found_across_pages(empty_store, monkeypatch):
     monkeypatch.setattr(verify, "PAGE_SIZE", 2)  # three pages: 2, 2 and 1 runs
     experiment_id = mlflow.get_experiment_by_name("unit").experiment_id
     assert verify.deleted_keys(mlflow, experiment_id) == {(r.key, r.content_hash()) for r in records}
+
+
+def test_a_run_cut_short_after_its_status_is_incomplete_and_a_failed_run_is_whole(empty_store):
+    sync_experiment("unit", [rec("a", 1, 100.0, status="FAILED"), rec("b", 2, 190.0)], empty_store)
+    again = sync_experiment("unit", [rec("a", 1, 100.0, status="FAILED"), rec("b", 2, 190.0)], empty_store)
+    assert again == {"created": 0, "updated": 0, "unchanged": 2, "deleted": 0, "repaired": 0}  # FAILED is final
+    mlflow = client(empty_store)
+    cut = mlflow.create_run(mlflow.get_experiment_by_name("unit").experiment_id, tags={"import_key": "b"})
+    mlflow.set_terminated(cut.info.run_id, "FINISHED")  # killed after its status, before its content hash
+    notes: list[str] = []
+    counts = sync_experiment("unit", [rec("a", 1, 100.0, status="FAILED"), rec("b", 2, 190.0)], empty_store,
+                             notes=notes)  # fmt: skip
+    assert counts == {"created": 0, "updated": 0, "unchanged": 2, "deleted": 0, "repaired": 1}
+    assert notes == ["1 incomplete run(s) left by an interrupted import deleted"]
+    assert mlflow.get_run(cut.info.run_id).info.lifecycle_stage == "deleted"
+
+
+def test_where_the_uis_user_database_is(tmp_path):
+    from scalestudy.store.address import auth_db
+
+    assert auth_db(f"sqlite:///{tmp_path}/store.db") == tmp_path / "store-auth.db"
+    assert auth_db("http://127.0.0.1:5000") is None  # a server keeps its own
