@@ -244,6 +244,11 @@ def test_an_additive_import_keeps_the_runs_it_does_not_name(empty_store):
 def test_a_record_claims_the_run_of_its_old_key(empty_store):
     sync_experiment("unit", [rec("old-a", 1, 1.0), rec("keep", 2, 2.0)], empty_store)
     old_id = load_runs(empty_store).set_index("import_key").run_id["old-a"]
+    mlflow = client(empty_store)  # a whole run without an import key (written by another program): claimed as ""
+    keyless = mlflow.create_run(mlflow.get_experiment_by_name("unit").experiment_id, tags={"source": "other"})
+    mlflow.log_metric(keyless.info.run_id, "throughput_total", 3.0)
+    mlflow.set_terminated(keyless.info.run_id, "FINISHED")
+    mlflow.set_tag(keyless.info.run_id, "content_hash", "0" * 16)
     seen = []
 
     def claim(key, tags, metrics):
@@ -251,11 +256,12 @@ def test_a_record_claims_the_run_of_its_old_key(empty_store):
         return "a" if key == "old-a" else None
 
     plan = sync_runs("unit", [rec("a", 1, 1.0)], empty_store, keep_others=True, claim=claim)
-    assert sorted(seen) == [("keep", "published", 2.0), ("old-a", "published", 1.0)]
+    assert sorted(seen) == [("", "other", 3.0), ("keep", "published", 2.0), ("old-a", "published", 1.0)]
     # the claimed run holds the same values but its key: rewritten under the new key, the old one deleted
     assert plan.status == {"a": "repaired"} and plan.removed == []
     assert plan.notes == [f"run {old_id} (key a): tag import_key was old-a, the source says a"]
-    assert sorted(load_runs(empty_store).import_key) == ["a", "keep"]  # old-a replaced, not kept beside it
+    kept = load_runs(empty_store, sealed=False).import_key  # the keyless run is not sealed: read it as it is
+    assert sorted(kept.dropna()) == ["a", "keep"] and kept.isna().sum() == 1  # old-a replaced, not kept beside it
 
 
 # --------------------------------------------------------------------------------------------
@@ -267,7 +273,8 @@ def test_the_notes_of_what_an_import_repaired(empty_store):
     runs = load_runs(empty_store).set_index("import_key").run_id
     mlflow = client(empty_store)
     experiment_id = mlflow.get_experiment_by_name("unit").experiment_id
-    mlflow.log_metric(runs["a"], "throughput_total", 9999.0)  # changed behind the import's back
+    mlflow.log_metric(runs["a"], "throughput_total", 9999.0)  # changed behind the import's back, twice
+    mlflow.set_tag(runs["a"], "citation", "edited")
     mlflow.delete_run(runs["b"])  # deleted outside an import
     mlflow.create_run(experiment_id, tags={"import_key": "c"})  # cut short: no content hash
     notes: list[str] = []
@@ -276,7 +283,8 @@ def test_the_notes_of_what_an_import_repaired(empty_store):
     assert counts == {"created": 0, "updated": 0, "unchanged": 1, "deleted": 0, "repaired": 3}
     assert notes == [
         "1 incomplete run(s) left by an interrupted import deleted",
-        f"run {runs['a']} (key a): metric throughput_total was 9999.0, the source says 100.0",
+        f"run {runs['a']} (key a): metric throughput_total was 9999.0, the source says 100.0; tag citation was "
+        "edited, the source says unit test",
         "run of key b was deleted outside an import: written again",
     ]
     table = load_runs(empty_store).set_index("import_key")
