@@ -439,3 +439,34 @@ def test_a_nan_metric_seals_alike_on_both_read_paths():
     assert metric_text(None) == metric_text(float("nan")) == "nan"
     assert metric_text(3) == "3.0" and metric_text("0.1") == "0.1"
     assert values_digest({}, {"m": None}, {}) == values_digest({}, {"m": float("nan")}, {})
+
+
+def test_the_builders_refusal_names_the_first_bad_run_and_counts_the_others():
+    """read.check_sealed on a table built here: a run without a seal, runs whose params and tags changed."""
+    import pandas as pd
+
+    from scalestudy.store.read import check_sealed
+
+    params, metrics, tags = {"workers": "8"}, {"throughput_total": 1656.0}, {"source": "published"}
+    sealed = values_digest(params, metrics, tags)
+    edited = values_digest({"workers": "9"}, metrics, {"source": "edited"})
+
+    def frames(seals: dict[str, str | None]):
+        ids = sorted(seals)
+        runs = pd.DataFrame({"run_id": ids, "experiment": ["e"] * len(ids), "run_name": [f"n{i}" for i in ids]})
+        kv = lambda part: pd.DataFrame([{"run_id": r, "key": k, "value": v} for r in ids for k, v in part.items()])  # noqa: E731
+        held = [{"run_id": r, "key": "values_hash", "value": s} for r, s in seals.items() if s is not None]
+        return runs, kv(params), kv(metrics), pd.concat([kv(tags), pd.DataFrame(held)]), {}
+
+    tail = (": run `make import` to repair published runs; a measured run changed this way is no longer the "
+            "measurement: delete it and measure again")  # fmt: skip
+    check_sealed(*frames({"1": sealed, "2": sealed}))
+    with pytest.raises(StoreError) as err:
+        check_sealed(*frames({"1": sealed, "2": edited}))
+    assert str(err.value) == "run 2 (e: n2): its params, tags changed after it was written (values_hash)" + tail
+    with pytest.raises(StoreError) as err:
+        check_sealed(*frames({"1": None, "2": edited, "3": edited, "4": sealed}))
+    assert str(err.value) == (
+        "run 1 (e: n1) has no values_hash (written by an older version of this project or by another program) "
+        "(and 2 more)" + tail
+    )
