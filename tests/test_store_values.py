@@ -470,3 +470,22 @@ def test_the_builders_refusal_names_the_first_bad_run_and_counts_the_others():
         "run 1 (e: n1) has no values_hash (written by an older version of this project or by another program) "
         "(and 2 more)" + tail
     )
+
+
+def test_the_builder_refuses_an_experiment_whose_runs_were_all_deleted():
+    import pandas as pd
+
+    from scalestudy.store.read import check_sealed
+
+    params, metrics, tags = {"workers": "8"}, {"throughput_total": 1656.0}, {"source": "published"}
+    one = {"run_id": ["r"], "experiment": ["kept"], "run_name": ["n"]}
+    kv = lambda part: pd.DataFrame([{"run_id": "r", "key": k, "value": v} for k, v in part.items()])  # noqa: E731
+    seal = pd.DataFrame([{"run_id": "r", "key": "values_hash", "value": values_digest(params, metrics, tags)}])
+    frames = (pd.DataFrame(one), kv(params), kv(metrics), pd.concat([kv(tags), seal]))
+    check_sealed(*frames, {"kept": "1", "other": "not a count"})
+    with pytest.raises(StoreError) as err:
+        check_sealed(*frames, {"kept": "1", "gone": "2"})
+    assert str(err.value) == (
+        "experiment gone holds 0 runs, its import left 2: a run was deleted outside an import: run `make import` to "
+        "restore it"
+    )
