@@ -409,3 +409,35 @@ def test_where_the_uis_user_database_is(tmp_path):
 
     assert auth_db(f"sqlite:///{tmp_path}/store.db") == tmp_path / "store-auth.db"
     assert auth_db("http://127.0.0.1:5000") is None  # a server keeps its own
+
+
+# --------------------------------------------------------------------------------------------
+# A writer killed inside a SQLite transaction leaves a hot journal: the next reader rolls it back, and says so
+
+
+def test_a_hot_journal_left_by_a_killed_writer_is_rolled_back_by_the_reader(empty_store, capsys):
+    import os
+    import signal
+
+    sync_experiment("unit", [rec("a", 1, 100.0), rec("b", 2, 190.0)], empty_store)
+    path = Path(empty_store[len("sqlite:///") :])
+    pid = os.fork()
+    if pid == 0:  # the writer: a transaction that has changed the file itself (a tiny cache spills it), then killed
+        con = sqlite3.connect(path, isolation_level=None)
+        con.execute("PRAGMA cache_size = 1")
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("UPDATE latest_metrics SET value = value * 1000")
+        con.execute("UPDATE metrics SET value = value * 1000")
+        os.kill(os.getpid(), signal.SIGKILL)
+    os.waitpid(pid, 0)
+    journal = path.with_name("store.db-journal")
+    assert journal.stat().st_size > 0  # hot: the killed writer's undo log
+    capsys.readouterr()
+    table = load_runs(empty_store)
+    assert sorted(zip(table.import_key, table.throughput_total)) == [("a", 100.0), ("b", 190.0)]  # as before
+    assert capsys.readouterr().err == (
+        f"store {path}: rolled back the transaction a killed writer left unfinished in {journal}\n"
+    )
+    assert not journal.exists() or journal.stat().st_size == 0
+    load_runs(empty_store)
+    assert capsys.readouterr().err == ""  # nothing left to roll back
