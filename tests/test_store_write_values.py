@@ -439,5 +439,6 @@ def test_a_hot_journal_left_by_a_killed_writer_is_rolled_back_by_the_reader(empt
         f"store {path}: rolled back the transaction a killed writer left unfinished in {journal}\n"
     )
     assert not journal.exists() or journal.stat().st_size == 0
+    journal.write_bytes(b"")  # an empty journal is not hot (SQLite leaves one after a clean transaction)
     load_runs(empty_store)
-    assert capsys.readouterr().err == ""  # nothing left to roll back
+    assert capsys.readouterr().err == ""  # nothing to roll back
