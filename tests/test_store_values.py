@@ -465,6 +465,11 @@ def test_the_builders_refusal_names_the_first_bad_run_and_counts_the_others():
         check_sealed(*frames({"1": sealed, "2": edited}))
     assert str(err.value) == "run 2 (e: n2): its params, tags changed after it was written (values_hash)" + tail
     with pytest.raises(StoreError) as err:
+        check_sealed(*frames({"1": sealed, "2": edited, "3": edited}))
+    assert str(err.value) == (
+        "run 2 (e: n2): its params, tags changed after it was written (values_hash) (and 1 more)" + tail
+    )
+    with pytest.raises(StoreError) as err:
         check_sealed(*frames({"1": None, "2": edited, "3": edited, "4": sealed}))
     assert str(err.value) == (
         "run 1 (e: n1) has no values_hash (written by an older version of this project or by another program) "
@@ -484,8 +489,21 @@ def test_the_builder_refuses_an_experiment_whose_runs_were_all_deleted():
     frames = (pd.DataFrame(one), kv(params), kv(metrics), pd.concat([kv(tags), seal]))
     check_sealed(*frames, {"kept": "1", "other": "not a count"})
     with pytest.raises(StoreError) as err:
-        check_sealed(*frames, {"kept": "1", "gone": "2"})
+        check_sealed(*frames, {"kept": "1", "gone": "1"})
     assert str(err.value) == (
-        "experiment gone holds 0 runs, its import left 2: a run was deleted outside an import: run `make import` to "
+        "experiment gone holds 0 runs, its import left 1: a run was deleted outside an import: run `make import` to "
         "restore it"
+    )
+
+
+def test_a_journal_that_cannot_be_rolled_back_is_one_line(tmp_path):
+    from scalestudy.store.read import roll_back_hot_journal
+
+    store = tmp_path / "store.db"
+    store.write_text("not a database " * 100)
+    (tmp_path / "store.db-journal").write_text("not a journal either")
+    with pytest.raises(StoreError) as err:
+        roll_back_hot_journal(store)
+    assert str(err.value) == (
+        f"store {store}: its journal {tmp_path / 'store.db-journal'} could not be rolled back (file is not a database)"
     )
