@@ -150,20 +150,26 @@ def test_early_epoch_stamps_flagged(runs):
     assert rec.metrics["throughput_epochs"] > 4 * rec.metrics["throughput_total"]
 
 
+@pytest.mark.may_skip
 def test_system_shapes_agree_with_the_manifest(raw):
     """Every system file the manifest reads strictly gives the same accelerators here; the others are read leniently."""
     import csv
 
-    rows = csv.DictReader(_manifest())
+    manifest = Path(os.environ["SCALESTUDY_DATA_MIRROR"]) / "mlperf-training-resnet" / "manifest.csv"
+    if not manifest.is_file():  # the mirror's own listing, not a raw file of the dataset: nothing to fetch it from
+        pytest.skip(f"{manifest} is not here (the mirror of ../shared/reference is)")
     shapes = set()
-    for row in rows:
+    for row in csv.DictReader(manifest.open()):
         if row["file_kind"] != "system_json":
             continue
-        facts, warnings = read_system(raw / row["path"])
+        facts, _ = read_system(raw / row["path"])
         shapes.add(facts["shape"])
         if row["total_accelerators"] not in ("", "0"):
             assert facts["accelerators"] == int(row["total_accelerators"]), row["path"]
     assert shapes == {"systems-json", "entry-json", "malformed"}
+
+
+def test_malformed_system_files_read_by_hand(raw):
     # v0.6 NVIDIA: `key: {json}` lines, `entry` a Python repr: 96 nodes x 16 GPUs
     facts, warnings = read_system(raw / "v0.6/NVIDIA/systems/dgx2h_n96_ngc19.05_mxnet.json")
     assert facts["accelerators"] == 1536 and "key: {json}" in warnings[0]
@@ -172,11 +178,6 @@ def test_system_shapes_agree_with_the_manifest(raw):
     assert facts["accelerators"] == 8 and "number of nodes" in warnings[0]
     facts, _ = read_system(raw / "v1.0/Intel/systems/8-nodes-64s-8376H-tensorflow.json")
     assert facts["accelerators"] is None and facts["accelerators_basis"] == "cpu only"
-
-
-def _manifest():
-    """The corpus's manifest.csv, in the mirror (not a raw file of the dataset: its rows are source.yaml's origin)."""
-    return (Path(os.environ["SCALESTUDY_DATA_MIRROR"]) / "mlperf-training-resnet" / "manifest.csv").open()
 
 
 def test_bad_system_file_names_it(tmp_path):
