@@ -64,12 +64,6 @@ def test_filter_matching_nothing_fails_and_keeps_the_previous_file(figures_dir, 
     assert {p.name: p.read_bytes() for p in (tmp_path / "figures").iterdir()} == before  # no temp files left
 
 
-def test_unknown_figure_lists_the_choices(published_store, tmp_path):
-    proc = build(published_store, tmp_path, "figure-99", check=False)
-    assert proc.returncode == 2
-    assert "figure-99" in proc.stderr and "figure-3" in proc.stderr  # Hydra's list of available options
-
-
 def test_source_without_a_filter_is_an_error(published_store, tmp_path):
     proc = build(published_store, tmp_path, "figure-3", "source=measured", check=False)
     assert proc.returncode != 0 and "source=measured" in proc.stderr

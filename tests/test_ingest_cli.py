@@ -127,8 +127,11 @@ def pd_isna(value) -> bool:
 
 def test_second_import_changes_nothing(store, scratch, capsys):
     assert main(["--reference-dir", str(scratch["reference"])]) == 0  # all datasets, the default
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert out.count("0 created, 0 updated") == len(DATASETS) and "0 deleted" in out
+    assert "mlperf-training-resnet: 330 runs" in out and "330 unchanged" in out
+    # the MLPerf logs the mirror lacks are named (their git blob ids are in source.yaml)
+    assert "7 logs absent" in err and "v1.0 NVIDIA dgxa100_n310_ngc21.05_mxnet" in err
     assert "description updated" not in out  # nor were the experiments' descriptions written again
     assert ids(load_runs()) == ids(store["runs"])
 

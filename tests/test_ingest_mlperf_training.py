@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from helpers import REFERENCE, raw_dir, run_module
+from helpers import REFERENCE, raw_dir
 
 from scalestudy.ingest import mlperf_training
 from scalestudy.ingest.logs.mlperf_events import events
@@ -226,10 +226,3 @@ def test_absent_logs_listed_and_checked(tmp_path, raw, monkeypatch):
         mlperf_training.absent_logs("mlperf-training-resnet", listed)
     # a copy whose git blob id matches is imported: the id of a known file, computed as git does
     assert mlperf_training.git_blob_sha1(b"hello\n") == "ce013625030ba8dba906f756967f9e9ca394464a"
-
-
-def test_import_is_idempotent_and_says_what_is_absent(store_copy):
-    """The session's store imported every dataset (tests/conftest.py); importing this one again changes nothing."""
-    again = run_module("scalestudy.ingest", "mlperf-training-resnet", uri=store_copy)
-    assert "330 runs" in again.stdout and "330 unchanged" in again.stdout
-    assert "7 logs absent" in again.stderr and "v1.0 NVIDIA dgxa100_n310_ngc21.05_mxnet" in again.stderr
