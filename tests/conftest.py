@@ -37,7 +37,7 @@ def data_cache(tmp_path_factory):
 
 
 # A SQLite file holding the published runs imported by this same code, copied instead of importing again (set
-# by scripts/mutation_check.py only).
+# by scripts/mutation_check.py and scripts/mutation_report.py only).
 PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
 # The xdist controller's background build of the published runs, and the fixtures that wait for it.
 BACKGROUND = pytest.StashKey[tuple]()
@@ -103,15 +103,14 @@ def published_folder():
 @pytest.fixture(scope="session")
 def published_store(published_folder) -> str:
     """URI of a SQLite store holding every published run (imported once per session; tests must not modify it)."""
+    background = bool(os.environ.get(published.FOLDER))
     prebuilt = os.environ.get(PREBUILT_STORE)
-    if os.environ.get(published.FOLDER):
-        published.wait(published_folder, "store")
-    elif prebuilt:  # scripts/mutation_report.py: one import for all mutants that leave the importers alone
+    if prebuilt and not background:  # the mutation scripts: one import for all mutants that leave it alone
         shutil.copyfile(prebuilt, published_folder / "store.db")
         if (Path(prebuilt).parent / "store-artifacts").is_dir():
             shutil.copytree(Path(prebuilt).parent / "store-artifacts", published_folder / "store-artifacts")
     else:
-        published.wait(published_folder, "store", build=True)
+        published.wait(published_folder, "store", build=not background)
     return published.store_uri(published_folder)
 
 
