@@ -93,10 +93,25 @@ def tree_copy(dest: Path) -> None:
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "the tree under mutation"], cwd=dest, check=True)
 
 
-def run_mutmut(names: list[str], max_children: int, log: Path) -> int:
+def forget_untested(relink: bool) -> None:
+    """Mark the mutants mutmut found no test for as unchecked, so that this run looks for their tests again (new
+    tests, or with `relink` the whole record of which test calls which function, made again: the stats file)."""
+    if relink:
+        (REPO / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
+    for meta in (REPO / "mutants" / "src").rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        codes = data["exit_code_by_key"]
+        if any(STATUS.get(code) == "no tests" for code in codes.values()):
+            data["exit_code_by_key"] = {k: None if STATUS.get(c) == "no tests" else c for k, c in codes.items()}
+            meta.write_text(json.dumps(data))
+
+
+def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False) -> int:
     # Made before Python starts (a PYTHONPATH entry missing at start-up is cached as absent for good).
     tree_copy(REPO / "mutants")
-    env = dict(os.environ, PYTHONPATH=str(REPO / "mutants" / "src"))
+    forget_untested(relink)
+    # mutmut_site/sitecustomize.py: what a test's `python -m scalestudy...` child calls counts for the test
+    env = dict(os.environ, PYTHONPATH=f"{REPO / 'mutants' / 'src'}:{REPO / 'scripts' / 'mutmut_site'}")
     env.pop("SCALESTUDY_REQUIRE_ALL", None)
     found = mirror()
     if not found:
@@ -191,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --run: only the mutants of those names/globs not killed yet (after new tests)",
     )
+    parser.add_argument("--relink", action="store_true",
+                        help="with --run: make mutmut's record of which test calls which function again (all tests)")
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--report", type=Path, default=OUT / "report.md", help="where the report goes")
     parser.add_argument("--target", type=float, default=85.0, help="the killed share wanted, in %% (default 85)")
@@ -209,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             if not names:
                 print("every mutant of those names is killed already")
                 names = None
-        code = run_mutmut(names, args.max_children, OUT / "mutmut.log") if names is not None else 0
+        code = run_mutmut(names, args.max_children, OUT / "mutmut.log", args.relink) if names is not None else 0
         seconds = time.monotonic() - started
         if code not in (0, 1):
             print(f"error: mutmut stopped with exit code {code}; see {OUT / 'mutmut.log'}", file=sys.stderr)

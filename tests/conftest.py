@@ -10,6 +10,7 @@ import signal
 import tempfile
 from pathlib import Path
 
+import mutmut_hits
 import published
 import pytest
 from helpers import IMAGE_FACTS, default_mirror, have_raw_data, require_raw_data
@@ -18,6 +19,7 @@ pytest_plugins = [
     "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
     "require_all",  # under `make test`, a skipped test fails (tests/require_all.py)
     "pytester",  # pytest's own fixture for running pytest on a test file written by a test
+    "mutmut_hits",  # under mutmut's stats run, what a test's subprocesses call counts as called by the test
 ]
 
 
@@ -125,7 +127,10 @@ def published_figures(published_store, published_folder) -> dict:
     """Every figure built once per session from the published store (`python -m scalestudy.paper figures`, one
     query): {"dir": the figures folder, "stdout", "stderr"}. Tests read it; a test that writes copies it."""
     build = not os.environ.get(published.FOLDER)
-    ended = published.wait(published_folder, "figures", build=build)
+    with pytest.MonkeyPatch.context() as mp:
+        if mutmut_hits.published_build_hits():  # mutmut's stats run: the build's calls count for every reader
+            mp.setenv(mutmut_hits.HITS, mutmut_hits.published_build_hits())
+        ended = published.wait(published_folder, "figures", build=build)
     return {"dir": published.figures_dir(published_folder), "stdout": ended["stdout"], "stderr": ended["stderr"]}
 
 
