@@ -206,8 +206,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --run: only the mutants of those names/globs not killed yet (after new tests)",
     )
-    parser.add_argument("--relink", action="store_true",
-                        help="with --run: make mutmut's record of which test calls which function again (all tests)")
+    parser.add_argument(
+        "--relink",
+        action="store_true",
+        help="with --run: make mutmut's record of which test calls which function again (all tests)",
+    )
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--report", type=Path, default=OUT / "report.md", help="where the report goes")
     parser.add_argument("--target", type=float, default=85.0, help="the killed share wanted, in %% (default 85)")
