@@ -1,0 +1,403 @@
+"""ingest/mlperf_reading.py in this process, on real MLPerf result logs: every value, source line, basis and problem
+of a reading against values read from the log by hand (file:line in the comments; paths relative to the raw folder
+of experiments/reference/mlperf-training-resnet). Sums of many intervals were added up with awk over the log's
+time stamps, independently of the code. The importer parses in worker processes, where mutation testing sees no
+test: this file is what pins the reading. Where no real log takes a branch, a real log is edited (said so)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import raw_files_of
+
+from scalestudy.ingest.logs.mlperf_events import events
+from scalestudy.ingest.mlperf_reading import Reading, read
+
+SIAT = "v0.7/SIAT/results/modelarts_128_mindspore_open/resnet/result_0.txt"
+TPU32 = "v0.6/Google/results/tpu-v3-32/resnet/result_0.txt"
+H100_N64 = "v3.0/NVIDIA/results/dgxh100_n64_ngc23.04_mxnet/resnet/result_0.txt"
+TINY_RED = "v4.0/tinycorp/results/tinybox_red/resnet/result_0.txt"
+TINY_GREEN = "v4.0/tinycorp/results/tinybox_green/resnet/result_0.txt"
+GRAPHCORE = "v1.1/Graphcore/results/ipu-pod16-TF1/resnet/result_0.txt"
+V05_GOOGLE = "v0.5/v0.5.0/google/cloud_v2.8/resnet-tpuv2-8/results/tpu/resnet/result_0.txt"
+V05_NVIDIA = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/resnet/result_0.txt"
+SINIAN = "v0.6/Alibaba/results/sinian/resnet/result_1.txt"
+LOGS = (SIAT, TPU32, H100_N64, TINY_RED, TINY_GREEN, GRAPHCORE, V05_GOOGLE, V05_NVIDIA, SINIAN)
+EXACT = 1e-6  # seconds: sums of float stamps round; one interval wrong moves them by a millisecond or more
+
+BLOCKS = "blocks: sum of closed blocks minus the evaluations inside them"
+NO_EVAL = f"{BLOCKS} (no eval interval logged: evaluation stays in)"
+BLOCK_EPOCHS = "sum of closed blocks' epoch_count"
+PAIRS = "completed epoch_start/epoch_stop pairs"
+EPOCH_SUM = "epochs: sum of epoch_start -> epoch_stop"
+LABELS = "max - min + 1 of train_epoch markers and eval epoch labels"
+TRAIN_LOOP = "train_loop: run_stop - train_loop minus the evaluations"
+V05_BATCH = "input_batch_size (v0.5: its meaning depends on the code)"
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[str, tuple[Path, str]]:
+    files = raw_files_of("mlperf-training-resnet", *LOGS)
+    return {name: (files[name], files[name].read_text()) for name in LOGS}
+
+
+def reading_of(texts, name: str, edit=None) -> Reading:
+    path, text = texts[name]
+    fmt, found = events(path, edit(text) if edit else text)
+    return read(fmt, found)
+
+
+def check(reading: Reading, values: dict, lines: dict, basis: dict, problems: list | None = None) -> None:
+    assert set(reading.values) == set(values)
+    for name, value in values.items():
+        got = reading.values[name]
+        assert got == (pytest.approx(value, rel=1e-12, abs=EXACT) if isinstance(value, float) else value), name
+        assert type(got) is type(value) or isinstance(value, float), name  # a count stays a whole number
+    assert reading.lines == lines
+    assert reading.basis == basis
+    assert reading.problems == (problems or [])
+
+
+def test_mllog_blocks_only(texts):
+    # 34 lines: :16 run_start 1593193410509 ms, :34 run_stop 1593193532867 "success"; :7 init_start 1593192965834;
+    # five blocks of epoch_count 4 (:19-:20, :22-:23, :25-:26, :28-:29, :31-:32), no eval_start/eval_stop
+    blocks = (
+        (1593193434.923 - 1593193410.511)
+        + (1593193459.684 - 1593193435.514)
+        + (1593193484.223 - 1593193460.225)
+        + (1593193508.344 - 1593193484.717)
+        + (1593193532.465 - 1593193508.863)
+    )
+    values = {
+        "submission_benchmark": "resnet",  # :1
+        "submission_division": "open",  # :2
+        "submission_org": "SIAT",  # :3
+        "submission_platform": "Ascend 910",  # :4
+        "run_start": 1593193410.509,
+        "init_start_lines": 1,
+        "time_init_s": 1593193410.509 - 1593192965.834,
+        "status": "success",
+        "run_time_s": 1593193532.867 - 1593193410.509,
+        "global_batch_logged": 4096,  # :8
+        "train_samples": 1277952,  # :17
+        "epochs": 20,
+        "train_time_s": blocks,
+        "train_window_epochs": 20,
+        "accuracy": 0.75994,  # :33
+    }
+    lines = {"submission_benchmark": 1, "submission_division": 2, "submission_org": 3, "submission_platform": 4,
+             "run_start": 16, "init_start_lines": 7, "time_init_s": 16, "status": 34, "run_time_s": 34,
+             "global_batch_logged": 8, "train_samples": 17, "epochs": 32, "train_time_s": 32,
+             "train_window_epochs": 32, "accuracy": 33}  # fmt: skip
+    basis = {"status": "run_stop metadata.status", "global_batch_logged": "global_batch_size",
+             "train_samples": "train_samples", "epochs": BLOCK_EPOCHS, "train_time_s": NO_EVAL}  # fmt: skip
+    check(reading_of(texts, SIAT), values, lines, basis)
+    assert blocks == pytest.approx(119.809, abs=1e-6)
+
+
+def test_mll_blocks_paired_by_label(texts):
+    # 68 lines, settings stamped 0.0 (:1-:5); :7 init_start 1558420762.299, :21 run_start 1558420845.819, :68 run_stop
+    # 1558423379.276 "success"; 15 blocks of epoch_count 4, the next block_start before the previous block_stop
+    # (:25 before :28): sum of block_stop - sum of block_start = 2533.445 s (awk); the last block_stop is :65
+    values = {
+        "submission_benchmark": "resnet",
+        "submission_division": "closed",
+        "submission_org": "google",
+        "submission_platform": "tpu-v3-32",
+        "run_start": 1558420845.819,
+        "init_start_lines": 1,
+        "time_init_s": 1558420845.819 - 1558420762.299,
+        "status": "success",
+        "run_time_s": 1558423379.276 - 1558420845.819,
+        "global_batch_logged": 4096,  # :8
+        "train_samples": 1281167,  # :20 num_train_examples
+        "epochs": 60,
+        "train_time_s": 2533.445,
+        "train_window_epochs": 60,
+        "accuracy": 0.7609000205993652,  # :66
+    }
+    lines = {"submission_benchmark": 1, "submission_division": 2, "submission_org": 3, "submission_platform": 4,
+             "run_start": 21, "init_start_lines": 7, "time_init_s": 21, "status": 68, "run_time_s": 68,
+             "global_batch_logged": 8, "train_samples": 20, "epochs": 65, "train_time_s": 65,
+             "train_window_epochs": 65, "accuracy": 66}  # fmt: skip
+    basis = {"status": "run_stop metadata.status", "global_batch_logged": "global_batch_size",
+             "train_samples": "num_train_examples", "epochs": BLOCK_EPOCHS, "train_time_s": NO_EVAL}  # fmt: skip
+    check(reading_of(texts, TPU32), values, lines, basis)
+
+
+def test_blocks_nesting_epochs_with_early_stamps(texts):
+    # 410 lines: :192 run_start 1683515854.111, :410 run_stop 1683515886.076 "success", :7 init_start 1683515713.811;
+    # 50 epoch intervals (last epoch_stop :404) summing to 11.249 s, 13 blocks (2 + 12 x 4 epochs, last block_stop
+    # :409) summing to 31.179 s, 13 eval intervals inside them summing to 0.215 s (awk): 11.249 / 30.964 = 36 %
+    values = {
+        "submission_benchmark": "resnet",
+        "submission_division": "closed",
+        "submission_org": "NVIDIA",
+        "submission_platform": "64xNVIDIA DGX H100",
+        "run_start": 1683515854.111,
+        "init_start_lines": 1,
+        "time_init_s": 1683515854.111 - 1683515713.811,
+        "status": "success",
+        "run_time_s": 1683515886.076 - 1683515854.111,
+        "global_batch_logged": 20480,  # :179
+        "train_samples": 1281167,  # :193
+        "epochs": 50,
+        "epoch_time_sum_s": 11.249,
+        "train_time_s": 31.179 - 0.215,
+        "train_window_epochs": 50,
+        "accuracy": 0.7596,  # :408
+    }
+    lines = {"submission_benchmark": 1, "submission_org": 2, "submission_division": 3, "submission_platform": 5,
+             "run_start": 192, "init_start_lines": 7, "time_init_s": 192, "status": 410, "run_time_s": 410,
+             "global_batch_logged": 179, "train_samples": 193, "epochs": 404, "epoch_time_sum_s": 404,
+             "train_time_s": 409, "train_window_epochs": 409, "accuracy": 408}  # fmt: skip
+    basis = {"status": "run_stop metadata.status", "global_batch_logged": "global_batch_size",
+             "train_samples": "train_samples", "epochs": PAIRS, "train_time_s": BLOCKS}  # fmt: skip
+    problems = ["epochs stamped early: the epoch intervals cover 36% of the training time in blocks"]
+    check(reading_of(texts, H100_N64), values, lines, basis, problems)
+
+
+def test_epochs_without_blocks(texts):
+    # 127 lines: :9 run_start 1715332908.589, :127 run_stop 1715342677.622 "success", :7 init_start 1715331108.590;
+    # 35 epoch intervals (last epoch_stop :123) summing to 9319.048 s (awk); no blocks
+    values = {
+        "submission_org": "tinycorp",
+        "submission_platform": "tinybox_red",
+        "submission_division": "closed",
+        "submission_benchmark": "resnet",
+        "run_start": 1715332908.589,
+        "init_start_lines": 1,
+        "time_init_s": 1715332908.589 - 1715331108.590,
+        "status": "success",
+        "run_time_s": 1715342677.622 - 1715332908.589,
+        "global_batch_logged": 1536,  # :11
+        "train_samples": 1281167,  # :12
+        "epochs": 35,
+        "epoch_time_sum_s": 9319.048,
+        "train_time_s": 9319.048,
+        "train_window_epochs": 35,
+        "accuracy": 0.75942,  # :125
+    }
+    lines = {"submission_org": 1, "submission_platform": 2, "submission_division": 3, "submission_benchmark": 5,
+             "run_start": 9, "init_start_lines": 7, "time_init_s": 9, "status": 127, "run_time_s": 127,
+             "global_batch_logged": 11, "train_samples": 12, "epochs": 123, "epoch_time_sum_s": 123,
+             "train_time_s": 123, "train_window_epochs": 123, "accuracy": 125}  # fmt: skip
+    basis = {"status": "run_stop metadata.status", "global_batch_logged": "global_batch_size",
+             "train_samples": "train_samples", "epochs": PAIRS, "train_time_s": EPOCH_SUM}  # fmt: skip
+    check(reading_of(texts, TINY_RED), values, lines, basis)
+
+
+def test_log_ending_before_run_stop(texts):
+    # 136 lines, no run_stop: :9 run_start 1715318457.308, :7 init_start 1715316660.676; 37 epoch intervals (last
+    # epoch_stop :133) summing to 7464.450 s (awk); :135 eval_accuracy 0.75842
+    values = {
+        "submission_org": "tinycorp",
+        "submission_platform": "tinybox_green",
+        "submission_division": "closed",
+        "submission_benchmark": "resnet",
+        "run_start": 1715318457.308,
+        "init_start_lines": 1,
+        "time_init_s": 1715318457.308 - 1715316660.676,
+        "status": "no_run_stop",
+        "global_batch_logged": 1536,
+        "train_samples": 1281167,
+        "epochs": 37,
+        "epoch_time_sum_s": 7464.450,
+        "train_time_s": 7464.450,
+        "train_window_epochs": 37,
+        "accuracy": 0.75842,
+    }
+    lines = {"submission_org": 1, "submission_platform": 2, "submission_division": 3, "submission_benchmark": 5,
+             "run_start": 9, "init_start_lines": 7, "time_init_s": 9, "global_batch_logged": 11, "train_samples": 12,
+             "epochs": 133, "epoch_time_sum_s": 133, "train_time_s": 133, "train_window_epochs": 133,
+             "accuracy": 135}  # fmt: skip
+    basis = {"status": "no run_stop line: the log ends before the run did", "global_batch_logged": "global_batch_size",
+             "train_samples": "train_samples", "epochs": PAIRS, "train_time_s": EPOCH_SUM}  # fmt: skip
+    check(reading_of(texts, TINY_GREEN), values, lines, basis)
+
+
+def test_blocks_that_do_not_nest_the_epochs(texts):
+    # Graphcore's second "block" (:106-:137, label 1 again) is the evaluation: it holds none of its 38 epochs, so the
+    # epoch intervals are the training time: 38 of them (:29-:104) summing to 1683.537 s (awk). :27 run_start
+    # 1636168821.801, :138 run_stop 1636170592.706 {"success": false} with status "aborted"; :2 init_start
+    # 1636168322.052
+    values = {
+        "submission_benchmark": "resnet",
+        "submission_division": "closed",
+        "submission_org": "Graphcore",
+        "submission_platform": "POD16",
+        "run_start": 1636168821.801,
+        "init_start_lines": 1,
+        "time_init_s": 1636168821.801 - 1636168322.052,
+        "status": "aborted",
+        "run_time_s": 1636170592.706 - 1636168821.801,
+        "global_batch_logged": 3200,  # :9
+        "train_samples": 1281167,  # :14
+        "epochs": 38,
+        "epoch_time_sum_s": 1683.537,
+        "train_time_s": 1683.537,
+        "train_window_epochs": 38,
+        "accuracy": 0.75846025390625,  # :136
+    }
+    lines = {"submission_benchmark": 3, "submission_division": 4, "submission_org": 5, "submission_platform": 7,
+             "run_start": 27, "init_start_lines": 2, "time_init_s": 27, "status": 138, "run_time_s": 138,
+             "global_batch_logged": 9, "train_samples": 14, "epochs": 104, "epoch_time_sum_s": 104,
+             "train_time_s": 104, "train_window_epochs": 104, "accuracy": 136}  # fmt: skip
+    basis = {"status": "run_stop metadata.status", "global_batch_logged": "global_batch_size",
+             "train_samples": "train_samples", "epochs": PAIRS, "train_time_s": EPOCH_SUM}  # fmt: skip
+    check(reading_of(texts, GRAPHCORE), values, lines, basis)
+
+
+def test_v05_run_stop_value_and_train_loop(texts):
+    # :1 run_clear_caches, :2 run_start 1541660914.084755421, :7 train_loop 1541660914.304390430, :400 run_stop
+    # 1541679005.124143600 {"success": "true"}; train_epoch 0 (:8) and eval labels 0 .. 60, then 61 (:398): 62 epochs;
+    # 17 eval intervals summing to 251.035595894 s (awk)
+    values = {
+        "submission_benchmark": "resnet",  # the v0.5 line's benchmark field, :1
+        "run_start": 1541660914.084755421,
+        "status": "success",
+        "run_time_s": 1541679005.124143600 - 1541660914.084755421,
+        "global_batch_logged": 1024,  # :4
+        "train_samples": 1281167,  # :5 preproc_num_train_examples
+        "epochs": 62,
+        "train_window_epochs": 62,
+        "train_time_s": (1541679005.124143600 - 1541660914.304390430) - 251.035595894,
+        "accuracy": 0.7511393427848816,  # :398
+        "run_clear_caches_lines": 1,
+    }
+    lines = {"submission_benchmark": 1, "run_start": 2, "status": 400, "run_time_s": 400, "global_batch_logged": 4,
+             "train_samples": 5, "epochs": 398, "train_window_epochs": 398, "train_time_s": 400, "accuracy": 398,
+             "run_clear_caches_lines": 1}  # fmt: skip
+    basis = {"status": "run_stop value success", "global_batch_logged": V05_BATCH,
+             "train_samples": "preproc_num_train_examples", "epochs": LABELS, "train_time_s": TRAIN_LOOP}  # fmt: skip
+    check(reading_of(texts, V05_GOOGLE), values, lines, basis)
+
+
+def test_v05_status_from_eval_target(texts):
+    # :3 run_start 1541720386.718659639, :337 train_loop 1541720418.766180992, :449 run_stop 1541728484.695488691
+    # without a value; :336 eval_target 0.749, :447 eval {"epoch": 62, "value": 0.7522}; train_epoch 0 (:338) ..
+    # 62 (:445): 63 epochs, the top label's line the eval's (:447); 16 eval intervals summing to 93.143555641 s (awk)
+    values = {
+        "submission_benchmark": "resnet",
+        "run_start": 1541720386.718659639,
+        "status": "success",
+        "run_time_s": 1541728484.695488691 - 1541720386.718659639,
+        "global_batch_logged": 208,  # :317
+        "train_samples": 1281167,  # :328
+        "epochs": 63,
+        "train_window_epochs": 63,
+        "train_time_s": (1541728484.695488691 - 1541720418.766180992) - 93.143555641,
+        "accuracy": 0.7522,
+        "run_clear_caches_lines": 1,
+    }
+    lines = {"submission_benchmark": 1, "run_start": 3, "status": 449, "run_time_s": 449, "global_batch_logged": 317,
+             "train_samples": 328, "epochs": 447, "train_window_epochs": 447, "train_time_s": 449, "accuracy": 447,
+             "run_clear_caches_lines": 1}  # fmt: skip
+    basis = {"status": "run_stop states nothing: last eval_accuracy (line 447) against target 0.749",
+             "global_batch_logged": V05_BATCH, "train_samples": "preproc_num_train_examples", "epochs": LABELS,
+             "train_time_s": TRAIN_LOOP}  # fmt: skip
+    check(reading_of(texts, V05_NVIDIA), values, lines, basis)
+
+
+def test_noncompliant_bracket_log(texts):
+    # [06/13/19 00:30:56] run_start :1 (the first of many), train_loop :320 at 00:30:58, run_stop :512 at 00:55:21
+    # without a value, no eval_target: 0.759; :510 eval {"value": 75.98000%, "epoch": 79}; train_epoch:0 (:324);
+    # 20 eval intervals (:376-:378 2 s, then 0 or 1 s each): 10 s
+    values = {
+        "submission_benchmark": "resnet",
+        "run_start": 1560385856.0,  # 2019-06-13 00:30:56 read as UTC
+        "status": "success",
+        "run_time_s": 1465.0,  # 00:55:21 - 00:30:56
+        "global_batch_logged": 256,  # :14
+        "train_samples": 1281167,  # :15
+        "epochs": 80,
+        "train_window_epochs": 80,
+        "train_time_s": 1463.0 - 10.0,  # (00:55:21 - 00:30:58) - 10 s of evaluation
+        "accuracy": 0.7598,
+    }
+    lines = {
+        "submission_benchmark": 1,
+        "run_start": 1,
+        "status": 512,
+        "run_time_s": 512,
+        "global_batch_logged": 14,
+        "train_samples": 15,
+        "epochs": 510,
+        "train_window_epochs": 510,
+        "train_time_s": 512,
+        "accuracy": 510,
+    }
+    basis = {"status": "run_stop states nothing: last eval_accuracy (line 510) against target 0.759",
+             "global_batch_logged": V05_BATCH, "train_samples": "preproc_num_train_examples", "epochs": LABELS,
+             "train_time_s": TRAIN_LOOP}  # fmt: skip
+    check(reading_of(texts, SINIAN), values, lines, basis)
+
+
+# Branches no real log takes: the SIAT log edited (its run_stop :34 ends `"status": "success"}}`).
+SIAT_STOP = '"lineno": 314, "status": "success"}}'
+
+
+def test_status_against_the_target_when_run_stop_states_nothing(texts):
+    def unstated(last_accuracy: str, target: str = ""):
+        def edit(text):
+            text = text.replace(SIAT_STOP, '"lineno": 314}}').replace('"value": 0.75994', f'"value": {last_accuracy}')
+            return text + target
+
+        return edit
+
+    reading = reading_of(texts, SIAT, unstated("0.759"))  # exactly the target from v0.6 on: reached
+    assert (reading.values["status"], reading.lines["status"]) == ("success", 34)
+    assert reading.basis["status"] == "run_stop states nothing: last eval_accuracy (line 33) against target 0.759"
+    assert reading_of(texts, SIAT, unstated("0.75899")).values["status"] == "aborted"
+    assert reading_of(texts, SIAT, unstated("75.994")).values["accuracy"] == pytest.approx(0.75994)  # a percentage
+    target = ':::MLLOG {"time_ms": 1593193532868, "key": "eval_target", "value": 0.76}\n'  # a logged target wins
+    reading = reading_of(texts, SIAT, unstated("0.75994", target))
+    assert reading.values["status"] == "aborted"
+    assert reading.basis["status"] == "run_stop states nothing: last eval_accuracy (line 33) against target 0.76"
+    target = ':::MLLOG {"time_ms": 1593193532868, "key": "eval_target", "value": 0.7599}\n'
+    assert reading_of(texts, SIAT, unstated("0.7599", target)).values["status"] == "success"
+
+
+def test_status_without_any_accuracy(texts):
+    def edit(text):
+        kept = [line for line in text.split("\n") if '"eval_accuracy"' not in line]
+        return "\n".join(kept).replace(SIAT_STOP, '"lineno": 314}}')
+
+    reading = reading_of(texts, SIAT, edit)
+    assert (reading.values["status"], reading.lines["status"]) == ("aborted", 29)  # 5 lines fewer: run_stop is :29
+    assert reading.basis["status"] == "run_stop states nothing and no eval_accuracy was logged"
+    assert "accuracy" not in reading.values
+
+
+def test_run_stop_value_overrides_a_stated_success(texts):
+    # Graphcore's :138 run_stop says {"success": false} and "aborted"; stating "success" beside that value is aborted
+    reading = reading_of(texts, GRAPHCORE, lambda t: t.replace('"status": "aborted"', '"status": "Success"'))
+    assert (reading.values["status"], reading.lines["status"]) == ("aborted", 138)
+    assert reading.basis["status"] == "run_stop value success false"
+    # v0.5's value {"success": false}, no metadata: aborted (V05_GOOGLE's :400 says "true")
+    false = 'run_stop: {"success": false}'
+    reading = reading_of(texts, V05_GOOGLE, lambda t: t.replace('run_stop: {"success": "true"}', false))
+    assert (reading.values["status"], reading.basis["status"]) == ("aborted", "run_stop value success")
+
+
+def test_train_samples_not_logged_and_blocks_without_a_count(texts):
+    def edit(text):
+        text = "\n".join(line for line in text.split("\n") if '"train_samples"' not in line)
+        return text.replace('"first_epoch_num": 17, "epoch_count": 4', '"first_epoch_num": 17')  # :31's count gone
+
+    reading = reading_of(texts, SIAT, edit)
+    assert reading.values["train_samples"] == 1281167 and "train_samples" not in reading.lines
+    assert reading.basis["train_samples"] == "not logged: ImageNet's 1281167 assumed"
+    # a block without epoch_count counts 0 epochs and leaves no training time (no epoch intervals either)
+    assert reading.values["epochs"] == 16 and reading.lines["epochs"] == 31  # the line after the cut :17
+    assert "train_time_s" not in reading.values and "train_window_epochs" not in reading.values
+
+
+def test_v05_labels_outside_the_run_are_not_epochs(texts):
+    # A train_epoch marker before run_start (:2) and an eval label after run_stop (:400) are not counted (edited)
+    early = ":::MLPv0.5.0 resnet 1541660914.0 (x.py:1) train_epoch: -5\n"
+    late = '\n:::MLPv0.5.0 resnet 1541679009.0 (x.py:1) eval_accuracy: {"value": 0.76, "epoch": 90}'
+    reading = reading_of(texts, V05_GOOGLE, lambda t: early + t.rstrip("\n") + late)
+    assert reading.values["epochs"] == 62 and reading.lines["epochs"] == 399
+    assert reading.values["accuracy"] == 0.76  # the last eval_accuracy is still the accuracy
