@@ -23,7 +23,15 @@ GRAPHCORE = "v1.1/Graphcore/results/ipu-pod16-TF1/resnet/result_0.txt"
 V05_GOOGLE = "v0.5/v0.5.0/google/cloud_v2.8/resnet-tpuv2-8/results/tpu/resnet/result_0.txt"
 V05_NVIDIA = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/resnet/result_0.txt"
 SINIAN = "v0.6/Alibaba/results/sinian/resnet/result_1.txt"
-LOGS = (SIAT, TPU32, H100_N64, TINY_RED, TINY_GREEN, GRAPHCORE, V05_GOOGLE, V05_NVIDIA, SINIAN)
+PCL = "v1.0/PCL/results/CloudBrainII_256_mindspore_close/resnet/result_0.txt"
+SIAT_512 = "v0.7/SIAT/results/modelarts_512_tensorflow_close/resnet/result_0.txt"
+INTEL_SPR = "v2.1/Intel/results/16-nodes-SPR-pytorch/resnet/result_1.txt"
+INTEL_8380H = "v1.0/Intel/results/1-node-8s-8380H-tensorflow/resnet/result_1.txt"
+COREWEAVE = "v3.1/NVIDIA/results/coreweave_hgxh100_n448_ngc23.04_mxnet/resnet/result_0.txt"
+V05_INTEL = "v0.5/v0.5.0/intel/intel_resnet_submission/results/skx_8180_2s_8x/resnet/result_0.txt"
+V05_TPU512 = "v0.5/v0.5.0/google/research_v3.512/resnet-tpuv3-512/results/tpu/resnet/result_0.txt"
+LOGS = (SIAT, TPU32, H100_N64, TINY_RED, TINY_GREEN, GRAPHCORE, V05_GOOGLE, V05_NVIDIA, SINIAN, PCL, SIAT_512,
+        INTEL_SPR, INTEL_8380H, COREWEAVE, V05_INTEL, V05_TPU512)  # fmt: skip
 EXACT = 1e-6  # seconds: sums of float stamps round; one interval wrong moves them by a millisecond or more
 
 BLOCKS = "blocks: sum of closed blocks minus the evaluations inside them"
@@ -401,3 +409,76 @@ def test_v05_labels_outside_the_run_are_not_epochs(texts):
     reading = reading_of(texts, V05_GOOGLE, lambda t: early + t.rstrip("\n") + late)
     assert reading.values["epochs"] == 62 and reading.lines["epochs"] == 399
     assert reading.values["accuracy"] == 0.76  # the last eval_accuracy is still the accuracy
+
+
+# Real logs whose blocks, labels or evaluations pair in the odd ways the corpus README lists (sums by awk)
+
+
+def test_blocks_of_one_epoch_per_start(texts):
+    # PCL logs one block_start per epoch (:24, :25 ... label 1, 3, ...) and one block_stop per evaluation: each stop
+    # closes the latest start of its label (:25 by :26, :31 by :32 ...): 11 blocks of 1 epoch, 27.802 s (awk); the
+    # earliest open start instead (:24 by :26) would give 465.827 s
+    reading = reading_of(texts, PCL)
+    assert (reading.values["epochs"], reading.values["train_window_epochs"]) == (11, 11)
+    assert reading.values["train_time_s"] == pytest.approx(27.802, abs=EXACT) and reading.lines["train_time_s"] == 86
+    assert reading.basis["train_time_s"] == NO_EVAL and reading.basis["epochs"] == BLOCK_EPOCHS
+    # :19 init_start 1622086048.408, :21 run_start 1622086103.638
+    assert reading.values["time_init_s"] == pytest.approx(1622086103.638 - 1622086048.408, abs=EXACT)
+
+
+def test_blocks_whose_stop_names_the_next_block(texts):
+    # SIAT's block_stop says the next block's first_epoch_num (:22 start 0, :23 stop 2): no label matches, each stop
+    # closes the earliest open start: 30 blocks of 2 epochs summing to 91.300 s (awk), the last block_stop :110
+    reading = reading_of(texts, SIAT_512)
+    assert (reading.values["epochs"], reading.values["train_window_epochs"], reading.lines["epochs"]) == (60, 60, 110)
+    assert reading.values["train_time_s"] == pytest.approx(91.300, abs=EXACT) and reading.lines["train_time_s"] == 110
+
+
+def test_block_stops_that_all_say_one(texts):
+    # Intel SPR: one block_start (:186, epoch_count 3) and 9 block_stops all labelled 1: the first (:199) closes it;
+    # the 3 epochs in it nest, so the blocks rule: (1665444361.035 - 1665443899.914) s minus the eval :196-:198
+    # (1665444361.035 - 1665444353.828); the 35 epoch intervals sum to 5242.989 s (awk)
+    reading = reading_of(texts, INTEL_SPR)
+    block = (1665444361.035 - 1665443899.914) - (1665444361.035 - 1665444353.828)
+    assert reading.values["train_time_s"] == pytest.approx(block, abs=EXACT) and reading.lines["train_time_s"] == 199
+    assert (reading.values["train_window_epochs"], reading.values["epochs"]) == (3, 35)
+    assert reading.values["epoch_time_sum_s"] == pytest.approx(5242.989, abs=EXACT)
+    assert reading.basis["train_time_s"] == BLOCKS and reading.problems == []
+
+
+def test_init_stamped_after_the_run_and_evaluations_outside_the_blocks(texts):
+    # Intel 8380H: :1 init_start 1623864781.600 is after :13 run_start 1623291226.646: no init time; its 9 eval
+    # intervals (217.492 s) lie outside the 9 blocks (56413.898 s, awk): the evaluation is not subtracted
+    reading = reading_of(texts, INTEL_8380H)
+    assert "time_init_s" not in reading.values and reading.values["init_start_lines"] == 1
+    assert reading.values["train_time_s"] == pytest.approx(56413.898, abs=EXACT)
+    assert reading.basis["train_time_s"] == NO_EVAL
+
+
+def test_epochs_covering_the_blocks_are_not_flagged(texts):
+    # CoreWeave n448: 77 epoch intervals sum to 10.137 s, 20 blocks to 10.609 s with 0.360 s of evaluation (awk):
+    # 10.137 / 10.249 = 98.9 %, above the 95 % below which epochs count as stamped early
+    reading = reading_of(texts, COREWEAVE)
+    assert reading.problems == [] and reading.values["train_time_s"] == pytest.approx(10.609 - 0.360, abs=EXACT)
+    assert reading.values["epoch_time_sum_s"] == pytest.approx(10.137, abs=EXACT)
+
+
+def test_v05_labels_from_minus_one_and_an_eval_ending_at_run_stop(texts):
+    # Intel v0.5: the first eval is labelled -1 (:306), the last 60 (:733): 62 epochs; whole-second stamps, :300
+    # train_loop 1541213559, :734 run_stop 1541291399; 62 evals of 800 s in all (awk), the last ending at run_stop
+    reading = reading_of(texts, V05_INTEL)
+    assert (reading.values["epochs"], reading.lines["epochs"], reading.values["train_window_epochs"]) == (62, 733, 62)
+    assert reading.values["train_time_s"] == (1541291399 - 1541213559) - 800
+    assert reading.values["global_batch_logged"] == 32 and reading.lines["run_clear_caches_lines"] == 735
+
+
+def test_v05_eval_before_the_train_loop_is_not_subtracted(texts):
+    # Google TPU v3-512: an eval :14-:16 (1544221507.511962891 - 1544221493.741590977 s) before :19 run_start and
+    # :343 train_loop; all 21 evals sum to 94.760796547 s (awk); :343 train_loop 1544221725.253753901, :688 run_stop
+    # 1544222152.085911036
+    reading = reading_of(texts, V05_TPU512)
+    after_loop = 94.760796547 - (1544221507.511962891 - 1544221493.741590977)
+    train = (1544222152.085911036 - 1544221725.253753901) - after_loop
+    assert reading.values["train_time_s"] == pytest.approx(train, abs=EXACT)
+    # labels: train_epoch 0 (:346) .. eval 83 (:686); the eval labelled 3 (:17) is before run_start: not counted
+    assert (reading.values["epochs"], reading.lines["epochs"]) == (84, 686)
