@@ -123,3 +123,61 @@ def test_evaluation_only_run_is_refused():
 def test_sniff():
     assert sniff(["x"] * 19 + ['\t DLLL {"type": "LOG"}']) and not sniff(["x"] * 20 + ['DLLL {"type": "LOG"}'])
     assert not sniff(["DLLL [1]"])
+
+
+def test_options_beside_the_log(lines, tmp_path):
+    # the log states no platform (nor device): the refusal names the option; values given beside the log's win and
+    # the log's own value is kept in a log_<name> tag
+    with pytest.raises(
+        SchemaError, match=rf"^{EXCERPT}:1: the log does not say the run's platform: give it with --platform$"
+    ):
+        parse(EXCERPT, LogOptions(source=user_source("logs-test"), device="A100"))
+    (rec,) = parse(EXCERPT, options(framework="mxnet", data="synthetic", workers=4))
+    assert (rec.params["framework"], rec.params["data"], rec.params["workers"]) == ("mxnet", "synthetic", 4)
+    assert (rec.tags["log_framework"], rec.tags["log_data"], rec.tags["log_workers"]) == ("pytorch", "real", "8")
+    one = edited(tmp_path, lines, lambda ls: [ls[0].replace('"world_size": 8', '"world_size": 1'), *ls[1:]])
+    assert parse(one, options())[0].params["workers"] == 1  # one GPU is a count too
+
+
+def test_model_and_accuracy_edges(lines, tmp_path):
+    def first(old: str, new: str):
+        return lambda ls: [ls[0].replace(old, new, 1), *ls[1:]]
+
+    for arch, shown in (('"arch": "nonet"', "'nonet'"), ('"archi": "resnet50"', "''")):  # unknown, and none given
+        with pytest.raises(SchemaError, match=rf"^{tmp_path / 'raport.json'}:1: unknown model name {shown} \(known: "):
+            parse(edited(tmp_path, lines, first('"arch": "resnet50"', arch)), options())
+    top1 = '"val.top1": 68.28164859693878'
+    for value, stored in (("0", 0.0), ("100", 1.0)):  # the bounds are accuracies
+        path = edited(tmp_path, lines, lambda ls, v=value: [x.replace(top1, f'"val.top1": {v}') for x in ls])
+        assert parse(path, options())[0].metrics["accuracy_test"] == stored
+
+
+def test_times_and_lines_that_are_not_the_logger_s(lines, tmp_path):
+    # :68 (the end of epoch 1) without a timestamp: no end time; a first timestamp of 0: no start time either
+    stamp = '"timestamp": "1609395702.362223", '
+    path = edited(tmp_path, lines, lambda ls: [x.replace(stamp, "") for x in ls])
+    (rec,) = parse(path, options())
+    assert (rec.start_ms, rec.end_ms) == (1609395313095, None)
+    zero = lambda ls: [ls[0].replace('"timestamp": "1609395313.095243"', '"timestamp": "0"'), *ls[1:]]  # noqa: E731
+    (rec,) = parse(edited(tmp_path, lines, zero), options())
+    assert (rec.start_ms, rec.end_ms) == (None, None)
+    bare = lambda ls: [x.replace('"timestamp": ', '"stamp": ') for x in ls]  # noqa: E731  (no line has a timestamp)
+    assert parse(edited(tmp_path, lines, bare), options())[0].start_ms is None
+    # lines that are not DLLogger's (a stdout copy: text, a form feed, an X before the prefix) are skipped
+    noise = lambda ls: [ls[0], "epoch 1 done", "\fDLLL {cut", "XDLLL {cut", *ls[1:]]  # noqa: E731
+    (rec,) = parse(edited(tmp_path, lines, noise), options())
+    assert rec.metrics["throughput_total"] == 7766.159344405196 and rec.tags["source_line"] == "raport.json:71"
+    assert not sniff(["\fDLLL {", "XDLLL {"])
+
+
+def test_which_lines_start_an_epoch(lines, tmp_path):
+    r = str(tmp_path / "raport.json").replace(".", r"\.")
+    # epoch 1's first iteration lines (:44-:45) numbered [1, 0]: the epoch number, not the iteration, says it started
+    step0 = lambda ls: [x.replace('"step": [1, 100]', '"step": [1, 0]') for x in ls[:66]]  # noqa: E731
+    with pytest.raises(SchemaError, match=rf"^{r}:66: epoch 1 started \(line 44\) and did not end"):
+        parse(edited(tmp_path, lines, step0), options())
+    # an iteration of the epoch that has ended (after :69), then an end-of-run line holding a train. value: complete
+    late = '{"type": "LOG", "step": [1, 1300], "data": {"train.loss": 2.9}}'
+    end = '{"type": "LOG", "step": [], "data": {"train.total_ips": 7700.0}}'
+    (rec,) = parse(edited(tmp_path, lines, lambda ls: [*ls[:69], f"DLLL {late}", f"DLLL {end}"]), options())
+    assert rec.metrics["throughput_total"] == 7766.159344405196 and rec.tags["throughput_epoch"] == "1"
