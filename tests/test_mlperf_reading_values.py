@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helpers import raw_files_of
 
-from scalestudy.ingest.logs.mlperf_events import events
+from scalestudy.ingest.logs.mlperf_events import Event, events
 from scalestudy.ingest.mlperf_reading import Reading, read
 
 SIAT = "v0.7/SIAT/results/modelarts_128_mindspore_open/resnet/result_0.txt"
@@ -482,3 +482,115 @@ def test_v05_eval_before_the_train_loop_is_not_subtracted(texts):
     assert reading.values["train_time_s"] == pytest.approx(train, abs=EXACT)
     # labels: train_epoch 0 (:346) .. eval 83 (:686); the eval labelled 3 (:17) is before run_start: not counted
     assert (reading.values["epochs"], reading.lines["epochs"]) == (84, 686)
+
+
+# Branches at the edges of the rules, on edited real logs (each edit said) or, for the early-stamp share's bounds,
+# on events built here (block, epoch and eval intervals of chosen lengths: no real log sits on those bounds)
+
+
+def test_stops_before_any_start_are_ignored(texts):
+    # an epoch_stop (tinybox_red) and a block_stop (SIAT) logged before the first start: nothing to close
+    orphan = ':::MLLOG {"time_ms": 1715332908590, "key": "epoch_stop", "value": 0, "metadata": {"epoch_num": 0}}'
+    red = reading_of(texts, TINY_RED, lambda t: t.replace("\n", f"\n{orphan}\n", 1))  # after :1
+    assert red.values["epochs"] == 35 and red.values["train_time_s"] == pytest.approx(9319.048, abs=EXACT)
+    block = (
+        ':::MLLOG {"time_ms": 1593193410510, "key": "block_stop", "value": null, "metadata": {"first_epoch_num": 1}}'
+    )
+    siat = reading_of(texts, SIAT, lambda t: t.replace("\n", f"\n{block}\n", 1))
+    assert siat.values["train_time_s"] == pytest.approx(119.809, abs=EXACT) and siat.values["epochs"] == 20
+
+
+def test_accuracy_values_read_as_fractions_or_percentages(texts):
+    def last(value: str):
+        return lambda t: t.replace('"value": 0.75994', f'"value": {value}')  # SIAT's :33
+
+    assert reading_of(texts, SIAT, last("1.5")).values["accuracy"] == pytest.approx(0.015)  # above 1: a percentage
+    assert reading_of(texts, SIAT, last("1")).values["accuracy"] == 1.0
+    reading = reading_of(texts, SIAT, last("true"))  # not a number: the last numeric one stands
+    assert (reading.values["accuracy"], reading.lines["accuracy"]) == (0.7186, 30)
+
+
+def test_init_start_at_the_run_start_gives_no_init_time(texts):
+    key = '"event_type": "INTERVAL_START", "key": "init_start"'  # SIAT's :7, moved to run_start's time (:16)
+    same = lambda t: t.replace(f'"time_ms": 1593192965834, {key}', f'"time_ms": 1593193410509, {key}')  # noqa: E731
+    assert "time_init_s" not in reading_of(texts, SIAT, same).values
+
+
+def test_eval_starting_at_its_block_start_is_inside(texts):
+    # H100_N64's first eval (:202 1683515856322 - :203 1683515856373) moved to start with its block (:195 ...854896)
+    moved = lambda t: t.replace('"time_ms": 1683515856322', '"time_ms": 1683515854896')  # noqa: E731
+    reading = reading_of(texts, H100_N64, moved)
+    evals = 0.215 - (1683515856.373 - 1683515856.322) + (1683515856.373 - 1683515854.896)
+    assert reading.values["train_time_s"] == pytest.approx(31.179 - evals, abs=EXACT)
+
+
+def test_v05_edges_of_the_run(texts):
+    # V05_GOOGLE: :2 run_start 1541660914.084755421, :7 train_loop 1541660914.304390430, :8 train_epoch 0, the first
+    # eval :332-:333, :400 run_stop 1541679005.124143600; 62 epochs, 17 evals of 251.035595894 s (awk)
+    def lines_without(*words):
+        return lambda t: "\n".join(x for x in t.split("\n") if not any(w in x for w in words))
+
+    assert reading_of(texts, V05_GOOGLE, lines_without(") run_start")).values["epochs"] == 62  # no run_start: all
+    no_stop = reading_of(texts, V05_GOOGLE, lines_without(") run_stop"))
+    assert no_stop.values["epochs"] == 62 and "train_time_s" not in no_stop.values
+    no_markers = reading_of(texts, V05_GOOGLE, lines_without("train_epoch"))
+    assert (no_markers.values["epochs"], no_markers.lines["epochs"]) == (62, 397)  # eval labels 0 .. 61 (:8 cut)
+    no_evals = reading_of(texts, V05_GOOGLE, lines_without("eval_accuracy"))
+    assert no_evals.values["epochs"] == 1 and "accuracy" not in no_evals.values  # train_epoch 0 alone
+    assert "train_time_s" not in reading_of(texts, V05_GOOGLE, lines_without(") train_loop")).values
+    # a marker stamped at run_start (labelled -1) and one at run_stop (70) count; so does an eval starting at
+    # train_loop (the first, :332, moved there: 23.48 s longer)
+    at_start = ":::MLPv0.5.0 resnet 1541660914.084755421 (x.py:1) train_epoch: -1"
+    at_stop = ":::MLPv0.5.0 resnet 1541679005.124143600 (x.py:1) train_epoch: 70"
+    both = reading_of(texts, V05_GOOGLE, lambda t: f"{at_start}\n{t.rstrip()}\n{at_stop}\n")
+    assert both.values["epochs"] == 72
+    moved = reading_of(texts, V05_GOOGLE, lambda t: t.replace("1541661275.935679674", "1541660914.304390430"))
+    longer = 1541661275.935679674 - 1541660914.304390430
+    train = (1541679005.124143600 - 1541660914.304390430) - 251.035595894 - longer
+    assert moved.values["train_time_s"] == pytest.approx(train, abs=EXACT)
+    # an eval_accuracy with a bare value has no epoch label; a log of one line still names its benchmark
+    labelled = 'eval_accuracy: {"value": 0.7511393427848816, "epoch": 61}'  # :398
+    bare = reading_of(texts, V05_GOOGLE, lambda t: t.replace(labelled, "eval_accuracy: 0.7511393427848816"))
+    assert (bare.values["epochs"], bare.values["accuracy"]) == (61, 0.7511393427848816)
+    one = read("mlp05", events(Path("x"), ":::MLPv0.5.0 resnet 1.5 (x.py:1) run_start")[1])
+    assert (one.values["submission_benchmark"], one.lines["submission_benchmark"]) == ("resnet", 1)
+
+
+def built(blocks, epochs, evals=()) -> Reading:
+    """A reading of MLLOG events with closed blocks (start, stop, count), epochs and evals (start, stop) in s."""
+    found, line = [], 0
+
+    def add(key: str, t: float, **meta) -> None:
+        nonlocal line
+        line += 1
+        found.append(Event(key, None, t, line, meta))
+
+    for a, b, count in blocks:
+        add("block_start", a, first_epoch_num=a, epoch_count=count)
+        add("block_stop", b, first_epoch_num=a)
+    for key, pairs in (("epoch", epochs), ("eval", evals)):
+        for a, b in pairs:
+            add(f"{key}_start", a)
+            add(f"{key}_stop", b)
+    return read("mllog", sorted(found, key=lambda e: (e.t, e.line)))
+
+
+def test_early_stamp_share_bounds():
+    assert built([(0, 1.0, 1)], [(0, 0.95)]).problems == []  # exactly 95 %: not early
+    assert built([(0, 0.8, 1)], [(0, 0.1)]).problems == [
+        "epochs stamped early: the epoch intervals cover 12% of the training time in blocks"
+    ]  # under a second of training is still a share
+    assert built([(0, 10, 1)], [(0, 1)], [(2, 7)]).problems == [
+        "epochs stamped early: the epoch intervals cover 20% of the training time in blocks"
+    ]  # 1 s of epochs over 10 - 5 s
+    whole = built([(0, 10, 1)], [(0, 0.5)], [(0, 10)])  # the evaluation fills the block: no share
+    assert whole.values["train_time_s"] == 0 and whole.problems == []
+
+
+def test_epochs_nest_in_blocks_edge_to_edge():
+    nested = built([(0, 1, 1), (2, 3, 1)], [(0, 1), (2, 3)])  # each epoch ends where its block does
+    assert nested.basis["train_time_s"] == NO_EVAL and nested.values["train_time_s"] == 2
+    stray = built([(0, 1, 1), (2, 3, 1)], [(0, 1), (2, 2.5), (1.2, 1.8)])  # an epoch between the blocks
+    assert stray.basis["train_time_s"] == EPOCH_SUM
+    last = built([(0, 1, 1), (2, 3, 1)], [(0, 1), (2, 2.5), (1.5, 3)])  # one ends at the last block_stop, in none
+    assert last.basis["train_time_s"] == EPOCH_SUM
