@@ -544,6 +544,8 @@ def test_v05_edges_of_the_run(texts):
     at_stop = ":::MLPv0.5.0 resnet 1541679005.124143600 (x.py:1) train_epoch: 70"
     both = reading_of(texts, V05_GOOGLE, lambda t: f"{at_start}\n{t.rstrip()}\n{at_stop}\n")
     assert both.values["epochs"] == 72
+    early_eval = ':::MLPv0.5.0 resnet 1541660914.084755421 (x.py:1) eval_accuracy: {"value": 0.01, "epoch": -2}'
+    assert reading_of(texts, V05_GOOGLE, lambda t: f"{early_eval}\n{t}").values["epochs"] == 64
     moved = reading_of(texts, V05_GOOGLE, lambda t: t.replace("1541661275.935679674", "1541660914.304390430"))
     longer = 1541661275.935679674 - 1541660914.304390430
     train = (1541679005.124143600 - 1541660914.304390430) - 251.035595894 - longer
@@ -592,5 +594,6 @@ def test_epochs_nest_in_blocks_edge_to_edge():
     assert nested.basis["train_time_s"] == NO_EVAL and nested.values["train_time_s"] == 2
     stray = built([(0, 1, 1), (2, 3, 1)], [(0, 1), (2, 2.5), (1.2, 1.8)])  # an epoch between the blocks
     assert stray.basis["train_time_s"] == EPOCH_SUM
-    last = built([(0, 1, 1), (2, 3, 1)], [(0, 1), (2, 2.5), (1.5, 3)])  # one ends at the last block_stop, in none
+    # epochs pair in time order: (0, 1), (1.5, 3), (2, 3); (1.5, 3) ends at the last block_stop and lies in no block
+    last = built([(0, 1, 1), (2, 3, 1)], [(0, 1), (2, 3), (1.5, 3)])
     assert last.basis["train_time_s"] == EPOCH_SUM
