@@ -118,3 +118,24 @@ def test_sniff_and_missing_options(tmp_path):
         parse(log, options())
     assert parse(log, options(device="V100", data="real"))[0].params["data"] == "real"
     assert NOT_STATED not in parse(log, options(device="V100"))[0].params.values()
+
+
+def test_what_the_log_leaves_to_the_options(tmp_path):
+    log = write(tmp_path, "starting\n" + TWO_RUNS)  # a line before the first run's Model line is skipped
+    bare = LogOptions(source=user_source("logs-test"))
+    steps = (({}, "framework"), ({"framework": "tf"}, "device"), ({"framework": "tf", "device": "K80"}, "platform"))
+    for given, missing in steps:
+        why = f"the log does not say the run's {missing}: give it with --{missing}"
+        with pytest.raises(SchemaError, match=rf"^{log}:2: {why}$"):
+            parse(log, LogOptions(source=user_source("logs-test"), **given))
+    gpu, _ = parse(log, options(device="V100", data="real"))
+    assert gpu.params["data"] == "real" and gpu.tags["log_data"] == "synthetic" and gpu.where == f"{log}:2"
+    assert bare.platform is None
+
+
+def test_a_model_line_alone_and_a_long_error(tmp_path):
+    with pytest.raises(SchemaError, match=r"^\S*hvd\.out:1: the run starting at line 1 has no 'Batch size:' line$"):
+        parse(write(tmp_path, "Model: resnet50\n"), options(device="V100"))
+    long_error = "RuntimeError: " + "y" * 300
+    (rec,) = parse(write(tmp_path, "\n".join(TWO_RUNS.splitlines()[:5] + [long_error])), options(device="V100"))
+    assert rec.tags["failure_reason"] == f"{long_error[:200]} (hvd.out:6)"
