@@ -179,5 +179,6 @@ def test_which_lines_start_an_epoch(lines, tmp_path):
     # an iteration of the epoch that has ended (after :69), then an end-of-run line holding a train. value: complete
     late = '{"type": "LOG", "step": [1, 1300], "data": {"train.loss": 2.9}}'
     end = '{"type": "LOG", "step": [], "data": {"train.total_ips": 7700.0}}'
-    (rec,) = parse(edited(tmp_path, lines, lambda ls: [*ls[:69], f"DLLL {late}", f"DLLL {end}"]), options())
-    assert rec.metrics["throughput_total"] == 7766.159344405196 and rec.tags["throughput_epoch"] == "1"
+    for tail in ([f"DLLL {late}"], [f"DLLL {late}", f"DLLL {end}"]):
+        (rec,) = parse(edited(tmp_path, lines, lambda ls, t=tail: [*ls[:69], *t]), options())
+        assert rec.metrics["throughput_total"] == 7766.159344405196 and rec.tags["throughput_epoch"] == "1"
