@@ -43,6 +43,12 @@ def test_real_folder_every_tag_and_time():
         "tensorflow_version": "1.10.0",
     }
     assert rec.metrics == {"throughput_total": 132.37791654965747}  # metric.log:52
+    # no --platform: the machine machine_config describes; the one GPU the run used (batch 64 / 64 per device)
+    assert rec.params == {
+        "model": "resnet50", "framework": "tensorflow", "api": "tf_cnn_benchmarks", "workers": 1,
+        "device": "GTX 980 Ti", "data": "synthetic", "batch_per_worker": 64,
+        "platform": "4x GeForce GTX 980 Ti, Intel(R) Xeon(R) CPU E7-4830 v3 @ 2.10GHz",
+    }  # fmt: skip
     # benchmark.log's run_date 2019-03-31T08:10:32.282327Z; metric.log:52's timestamp 2019-03-31T08:15:01.063567Z
     assert (rec.start_ms, rec.end_ms) == (1554019832282, 1554020101064)
     assert rec.where == f"{REAL / 'benchmark.log'}:1" and rec.status == "FINISHED"
@@ -91,7 +97,8 @@ def test_metadata_refusals(folder):
     (rec,) = parse(folder, options(platform="p"))
     assert rec.params["workers"] == 2 and rec.params["batch_per_worker"] == 32  # 64 / 32: two devices
     edit_meta(folder, set_param("variable_update", string_value="horovod"))
-    refused(folder, rf"^{b}:1: a horovod run's benchmark log holds one rank's view \(its batch and its throughput\), ")
+    view = r"one rank's view \(its batch and its throughput\), not the job's: import the ranks' text output instead$"
+    refused(folder, rf"^{b}:1: a horovod run's benchmark log holds {view}")
     edit_meta(folder, set_param("variable_update", string_value="replicated"))
     assert parse(folder, options(platform="p"))[0].params["variable_update"] == "replicated"
 
@@ -146,7 +153,7 @@ def test_devices_and_machine(folder):
     assert _machine({"gpu_info": {"model": "K80"}}) == "K80"
     assert _machine({"cpu_info": {"cpu_info": " Xeon   E5 "}}) == "Xeon E5"
     assert _machine({}) is None
-    assert _run_parameters({"run_parameters": [{"name": "a", "bool_value": True}, {"name": "b"}, "x"]}) == {
+    assert _run_parameters({"run_parameters": [{"name": "a", "bool_value": True}, {"name": "b"}, "x", {"x": 1}]}) == {
         "a": True,
         "b": None,
     }
@@ -156,4 +163,42 @@ def test_sniff():
     metric = '{"name": "current_examples_per_sec", "value": 1, "global_step": 1, "timestamp": "t"}'
     assert sniff([metric]) and sniff(['{"model_name": "x", "run_parameters": []}'])
     assert not sniff(['{"name": "loss", "value": 1, "global_step": 1, "timestamp": "t"}', "not json"])
-    assert not sniff(["[]"] * 6 + [metric])  # only the first five lines are looked at
+    assert not sniff(["[]"] * 5 + [metric])  # only the first five lines are looked at
+
+
+def test_defaults_and_devices(folder, monkeypatch):
+    import time
+
+    def drop(name: str):
+        def change(meta):
+            meta["run_parameters"] = [p for p in meta["run_parameters"] if p["name"] != name]
+
+        return change
+
+    edit_meta(folder, drop("mode"))  # no mode: a training run
+    edit_meta(folder, drop("devices"))  # no devices: the GPU machine_config names
+    edit_meta(folder, set_param("batch_size_per_device", float_value=1.0))  # 64 devices of 1 image
+    (rec,) = parse(folder, options(platform="p"))
+    assert (rec.params["device"], rec.params["workers"], rec.params["batch_per_worker"]) == ("GTX 980 Ti", 64, 1)
+    edit_meta(folder, set_param("devices", string_value="['/cpu:0', '/gpu:0']"))  # a GPU among them: not cpu
+    assert parse(folder, options(platform="p"))[0].params["device"] == "GTX 980 Ti"
+    # the times are UTC whatever the machine's zone
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    try:
+        assert parse(folder, options(platform="p"))[0].start_ms == 1554019832282
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_json_lines_refused_and_blank_lines_skipped(folder):
+    b = str(folder / "benchmark.log").replace(".", r"\.")
+    m = str(folder / "metric.log").replace(".", r"\.")
+    lines = (folder / "metric.log").read_text().split("\n")
+    (folder / "metric.log").write_text("\n".join(lines[:3] + ["", "  "] + lines[3:]))
+    assert parse(folder, options(platform="p"))[0].tags["source_line"] == "metric.log:54"  # :52, two lines down
+    (folder / "metric.log").write_text("\n".join(lines[:3] + ['{"name": "x", "value": 1,'] + lines[3:]))
+    refused(folder, rf"^{m}:4: not a JSON line \(cut short\?\): Expecting property name enclosed in double quotes$")
+    (folder / "benchmark.log").write_text("not json\n")
+    refused(folder, rf"^{b}:1: not a JSON line \(cut short\?\): Expecting value$")
