@@ -117,3 +117,16 @@ def test_bare_values():
     assert _bare_value(' {"value": 14.48800%, "epoch": 3}') == {"value": 0.14488, "epoch": 3}
     assert _bare_value(' {"value": 25.5%}') == {"value": 0.255}
     assert _bare_value(' {"value": 1.0%, "epoch": -1}') == {"value": 0.01, "epoch": -1}
+
+
+def test_bare_mll_payload_and_bracket_times_in_utc(monkeypatch):
+    import time
+
+    assert events(P, ":::MLL 1558420845.819 seed: 7")[1] == [Event("seed", 7, 1558420845.819, 1, {})]
+    monkeypatch.setenv("TZ", "Asia/Tokyo")  # the bracket's dates carry no zone: read as UTC, not as local time
+    time.tzset()
+    try:
+        assert events(P, BRACKET_SEED)[1][0].t == 1560385857.0
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
