@@ -219,6 +219,11 @@ def test_v05_multi_node_counts_the_nodes_that_ran(corpus):
     assert rec.params["workers"] == 40 and rec.tags["accelerators"] == "40"
     assert rec.tags["accelerators_basis"] == "run_clear_caches lines (nodes that ran) x GPUs per node"
     assert rec.tags["global_batch_size"] == str(208 * 40) and rec.params["batch_per_worker"] == 208
+    _, reading = edited(corpus, V05_NVIDIA, run_clear_caches_lines=2)  # two nodes are several
+    assert record_of(corpus, V05_NVIDIA, reading=reading).params["workers"] == 16
+    _, reading = mt._parse_one(str(corpus[0][V05_NVIDIA]))
+    del reading["values"]["run_clear_caches_lines"]  # none logged: entry.json's count
+    assert record_of(corpus, V05_NVIDIA, reading=reading).params["workers"] == 8
     _, reading = edited(corpus, V05_GOOGLE, run_clear_caches_lines=5)  # Google's: the entry's count stands
     assert record_of(corpus, V05_GOOGLE, reading=reading).params["workers"] == 4
 
@@ -245,6 +250,7 @@ def test_other_benchmark_is_refused(corpus):
 
 
 def test_counts_and_frameworks():
+    assert mt._count("1") == 1
     assert [mt._count(v) for v in ("8", " 16 ", 4.0, "2.5", "0", "-3", "x", None)] == [8, 16, 4, None, None, None,
                                                                                        None, None]  # fmt: skip
     assert mt._framework("NGC MXNet 21.05") == "mxnet" and mt._framework("PaddlePaddle 2.0") == "paddle"
@@ -280,3 +286,10 @@ def test_code_digest_is_of_the_two_reading_modules():
     here = Path(mt.__file__).parent
     want = hashlib.sha256((here / "logs" / "mlperf_events.py").read_bytes() + (here / "mlperf_reading.py").read_bytes())
     assert mt._code_digest() == want.hexdigest()
+
+
+def test_a_log_that_is_not_mlperf_names_its_file(tmp_path):
+    log = tmp_path / "result_0.txt"
+    log.write_text("no marker here\n")
+    with pytest.raises(SchemaError, match=rf"^{log}:1: no MLPerf log line "):
+        mt._parse_one(str(log))

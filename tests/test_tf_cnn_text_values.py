@@ -109,6 +109,7 @@ def test_refusals_name_the_line(trace_lines, tmp_path):
     drop = lambda pattern: lambda lines: [x for x in lines if pattern not in x]  # noqa: E731
     refused(drop("Model:"), rf"^{esc}:54: the run starting at line 1 has no 'Model:' header line$")
     swap = lambda old, new: lambda lines: [x.replace(old, new) for x in lines]  # noqa: E731
+    refused(swap("inception3", "nonet"), rf"^{esc}:28: unknown model name 'nonet' \(known: ")
     refused(swap("training", "forward-only"), rf"^{esc}:29: a 'forward-only' run: only training runs have a ")
     refused(swap("32 per device", "thirty"), rf"^{esc}:55: the run starting at line 1 has no 'Batch size: G global' / ")
     refused(swap("64 global", "sixty-four"), rf"^{esc}:30: 'Batch size: sixty-four' is not 'G global'$")
