@@ -236,6 +236,11 @@ def test_batches_that_are_not_stated(corpus):
     rec = mt.record(source, entry, files[V05_NVIDIA], files[V05_NVIDIA_SYSTEM], fmt, reading, [], "0" * 64)
     assert rec.tags["global_batch_size"] == NOT_STATED and rec.tags["global_batch_basis"] == "not stated"
     assert rec.params["batch_per_worker"] == NOT_STATED and "batch_per_worker_basis" not in rec.tags
+    # no batch logged at all (SIAT's :8 cut): not stated
+    _, reading = mt._parse_one(str(corpus[0][SIAT]))
+    del reading["values"]["global_batch_logged"], reading["basis"]["global_batch_logged"]
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert rec.tags["global_batch_size"] == NOT_STATED and rec.tags["batch_logged"] == "None"
     # a global batch the accelerators do not divide: 4097 over 128
     _, reading = edited(corpus, SIAT, global_batch_logged=4097)
     rec = record_of(corpus, SIAT, reading=reading)

@@ -111,7 +111,8 @@ def test_refusals_name_the_line(trace_lines, tmp_path):
     swap = lambda old, new: lambda lines: [x.replace(old, new) for x in lines]  # noqa: E731
     refused(swap("inception3", "nonet"), rf"^{esc}:28: unknown model name 'nonet' \(known: ")
     refused(swap("training", "forward-only"), rf"^{esc}:29: a 'forward-only' run: only training runs have a ")
-    refused(swap("32 per device", "thirty"), rf"^{esc}:55: the run starting at line 1 has no 'Batch size: G global' / ")
+    no_batch = "the run starting at line 1 has no 'Batch size: G global' / 'P per device' header$"
+    refused(swap("32 per device", "thirty"), rf"^{esc}:55: {no_batch}")
     refused(swap("64 global", "sixty-four"), rf"^{esc}:30: 'Batch size: sixty-four' is not 'G global'$")
     refused(swap("32 per device", "48 per device"), rf"^{esc}:31: 48 per device does not divide the global batch 64$")
     refused(swap("32 per device", "0 per device"), rf"^{esc}:31: 0 per device does not divide the global batch 64$")
