@@ -298,3 +298,15 @@ def test_a_log_that_is_not_mlperf_names_its_file(tmp_path):
     log.write_text("no marker here\n")
     with pytest.raises(SchemaError, match=rf"^{log}:1: no MLPerf log line "):
         mt._parse_one(str(log))
+
+
+def test_metrics_only_above_zero(corpus):
+    # SIAT's reading edited: no training time, half a second of init, no timed window
+    _, reading = edited(corpus, SIAT, train_time_s=0.0, time_init_s=0.5)
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert "time_train_s" not in rec.metrics and "throughput_total" not in rec.metrics
+    assert rec.metrics["time_init_s"] == 0.5
+    _, reading = mt._parse_one(str(corpus[0][SIAT]))
+    del reading["values"]["train_window_epochs"]
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert "throughput_total" not in rec.metrics and rec.metrics["time_train_s"] == pytest.approx(119.809, abs=SECONDS)

@@ -64,6 +64,7 @@ def test_replicated_nccl_run_every_tag(trace_lines):
         "variable_update_raw": "replicated",  # :198
     }
     assert rec.status == "FINISHED" and rec.where == f"{TRACE}:164"
+    assert [r.key.rsplit("#", 1)[1] for r in records] == ["1", "2", "3", "4", "5", "6"]  # the runs in file order
     assert f"`{name}` line 217 (tf_cnn_benchmarks text output" in rec.tags["mlflow.note.content"]
     # the first run (:1-:54) and the fifth (`--use_nccl False`, :219)
     assert records[0].params["variable_update"] == "parameter_server (gpu)" and "use_nccl" not in records[0].tags
@@ -115,6 +116,8 @@ def test_refusals_name_the_line(trace_lines, tmp_path):
     refused(swap("32 per device", "thirty"), rf"^{esc}:55: {no_batch}")
     refused(swap("64 global", "sixty-four"), rf"^{esc}:30: 'Batch size: sixty-four' is not 'G global'$")
     refused(swap("32 per device", "48 per device"), rf"^{esc}:31: 48 per device does not divide the global batch 64$")
+    (one,) = parse(run4(trace_lines, tmp_path, swap("32 per device", "1 per device")), options(platform="p"))
+    assert (one.params["workers"], one.params["batch_per_worker"]) == (64, 1)
     refused(swap("32 per device", "0 per device"), rf"^{esc}:31: 0 per device does not divide the global batch 64$")
     refused(swap("total images/sec: 94.57", "total images/sec: n/a"), rf"^{esc}:54: 'total images/sec' 'n/a' is not ")
     twice = lambda lines: lines[:54] + ["total images/sec: 1.0"] + lines[54:]  # noqa: E731
@@ -173,3 +176,9 @@ def test_horovod_ranks_summed(tmp_path):
     assert rec.tags["batch_global"] == "128" and "command" not in rec.tags and rec.tags["tensorflow_version"] == "2.1"
     assert "batch_per_worker: hvd.txt:5" in rec.tags["source_lines"]  # `64.0 per device`, rank 0's
     assert rec.tags["source_line"] == "hvd.txt:11" and rec.params["workers"] == 2
+
+    log.write_text("".join(HOROVOD_LOG.splitlines(keepends=True)[:-1]))  # rank 1's total missing
+    with pytest.raises(
+        SchemaError, match=r"^\S*hvd\.txt:11: the run starting at line 1 stops with 1 of 2 ranks' totals "
+    ):
+        parse(log, options(platform="p", device="V100"))
