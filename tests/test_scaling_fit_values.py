@@ -62,6 +62,10 @@ def test_predict_by_hand_with_its_what_ifs():
     # a 1 GB/s link inside the node: 0.175 s inside, no latency
     assert f.predict(16, 1.0, 1e8, intra=Link(1e9))["efficiency"] == pytest.approx(1 / (1 + 0.275 - 0.05))
     assert f.predict(1, 1.0, 1e8) == {"efficiency": 1.0, "low": 1.0, "high": 1.0}
+    # replicates that differ in the bandwidth between nodes (0.5, 1, 2 GB/s: 0.2, 0.1, 0.05 s between) band the same
+    g = hand_fit([[10.0, 0.5, 0.05], [10.0, 1.0, 0.05], [10.0, 2.0, 0.05]])
+    e = [1 / 1.16757, 1 / 1.06757, 1 / 1.01757]
+    assert g.predict(16, 1.0, 1e8)["low"] == pytest.approx(e[0] + 0.05 * (e[1] - e[0]))
 
 
 def generated(true, workers, noise=()):
