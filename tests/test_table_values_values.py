@@ -181,3 +181,19 @@ def test_short_reason_and_line_span():
     assert tv.short_reason("Out Of Memory", LABELS) == "OOM"  # case does not matter
     assert tv._line_span(["measurements.md:341", "measurements.md:339", "other.md:340"]) == "339--341"
     assert tv._line_span(["measurements.md:405", "measurements.md:405"]) == "405"
+
+
+def test_refusals_name_the_table_by_default():
+    with pytest.raises(ValueError, match=r"^table: no panels declared$"):
+        tv.tf_sheet(sheet_runs(), columns={"device": ["P100"]}, workers=[1], panels=[])
+    blocks = {"blocks": ["model"], "order": {}, "metrics": ["throughput_total"]}
+    with pytest.raises(LookupError, match=r"^table: the selected runs have no column\(s\) \['workers'\]$"):
+        tv.backend_comparison(keras_like().drop(columns=["workers"]), **blocks)
+    with pytest.raises(LookupError, match=r"^table: the selected runs have no column\(s\) \['status'\]$"):
+        tv.runs_with_speedups(hacksa_like().drop(columns=["status"]), group=["model"])
+    with pytest.raises(LookupError, match=r"^table: the selected runs have no column\(s\) \['g', 'record', "):
+        tv.cross_check(hacksa_like(), key=["model"], baseline=["workers"], group=["g"])
+    with pytest.raises(
+        ValueError, match=r"^table: several runs share one cell \['model', 'workers'\] \(a, b, c, d\); narrow"
+    ):
+        tv.runs_with_speedups(hacksa_like().assign(workers=1, run_name=list("abcd")), group=["model"])
