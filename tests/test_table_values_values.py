@@ -87,6 +87,9 @@ def test_tf_sheet_with_the_sheets_inputs_and_its_refusals():
     assert eff["sheet"]["overall_median"] == 1.0  # of 1, 1, 0.9, 1
     with pytest.raises(ValueError, match=r"^table-x: no panels declared$"):
         tv.tf_sheet(sheet_runs(), columns={"device": ["P100"]}, workers=[1], panels=[], what="table-x")
+    with pytest.raises(LookupError, match=r"^table-x: the selected runs have no column 'device'$"):
+        tv.tf_sheet(sheet_runs().drop(columns=["device"]), columns={"device": ["P100"]}, workers=[1],
+                    panels=PANELS[:1], what="table-x")  # fmt: skip
     wrong = [{"device": "V100", "throughput_total": 1}]
     with pytest.raises(ValueError, match=r"^table-x: sheet input \{'device': 'V100', 'throughput_total': 1\} matches "
                        r"0 runs, not one \(check `sheet_inputs` in the table's config\)$"):  # fmt: skip
