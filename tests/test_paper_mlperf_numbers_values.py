@@ -144,3 +144,21 @@ def test_nearest_gpu_systems_to_a_scale():
         mlperf_numbers.nearest(runs, scale=4, stat="systems")  # the 8-GPU systems are their families' smallest
     with pytest.raises(ValueError, match=r"^stat 'median': systems, min or max$"):
         mlperf_numbers.nearest(runs, scale=512, stat="median")
+
+
+def test_table_6_rows_ordered_by_round_then_largest_system():
+    from scalestudy.paper import mlperf_tables
+
+    runs = mlperf_runs()
+    data = mlperf_tables.families(runs, what="table-6", min_scales=2)
+    # v0.7 NVIDIA (512), then v1.0 by largest system: Google's 1024 chips before Dell's 16 GPUs
+    assert [(r["round"], r["submitter"], r["accelerators_max"]) for r in data["rows"]] == [
+        ("v0.7", "NVIDIA", 512), ("v1.0", "Google", 1024), ("v1.0", "Dell", 16)]  # fmt: skip
+    assert data["families"] == 3 and "run_ids" not in data["rows"][0]
+    assert data["run_ids"] == ["d16", "d8", "g1024", "g128", "g16", "n512", "n64", "n8"]  # not the slower 64
+    assert data["rows"][0]["efficiency_throughput_at_max"] == 0.75 and data["rows"][2]["scales"] == 2
+    gpus = mlperf_tables.families(runs, what="table-6", min_scales=2, kinds=["GPU"])
+    assert [r["submitter"] for r in gpus["rows"]] == ["NVIDIA", "Dell"] and gpus["families"] == 2
+    assert mlperf_tables.families(runs, what="table-6")["families"] == 2  # three scales by default: no Dell
+    with pytest.raises(ValueError, match=r"^table-6: no MLPerf scale family of 4 or more accelerator counts in the "):
+        mlperf_tables.families(runs, what="table-6", min_scales=4)
