@@ -160,5 +160,9 @@ def test_table_6_rows_ordered_by_round_then_largest_system():
     gpus = mlperf_tables.families(runs, what="table-6", min_scales=2, kinds=["GPU"])
     assert [r["submitter"] for r in gpus["rows"]] == ["NVIDIA", "Dell"] and gpus["families"] == 2
     assert mlperf_tables.families(runs, what="table-6")["families"] == 2  # three scales by default: no Dell
+    # two families of one round with the same largest system: by name (Asus before Dell)
+    asus = [system("v1.0", "Asus", "A100-SXM4-80GB", "MXNet", n, 900.0, 100.0, f"a{n}") for n in (8, 16)]
+    tied = mlperf_tables.families(pd.concat([runs, pd.DataFrame(asus)]), what="table-6", min_scales=2)
+    assert [r["submitter"] for r in tied["rows"]] == ["NVIDIA", "Google", "Asus", "Dell"]
     with pytest.raises(ValueError, match=r"^table-6: no MLPerf scale family of 4 or more accelerator counts in the "):
         mlperf_tables.families(runs, what="table-6", min_scales=4)

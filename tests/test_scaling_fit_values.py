@@ -107,5 +107,5 @@ def test_three_multi_gpu_points_fit_three_parameters_two_do_not():
     points = generated((3.0, 1.2, 0.25), [1, 16])  # 2 multi-GPU points
     with pytest.raises(ValueError, match=r"^2 multi-GPU points cannot determine 3 parameters$"):
         fit(points, gpus_per_node=8, intra_latency_us=10, inter_latency_us=25, n_boot=1)
-    three = [*points, generated((3.0, 1.2, 0.25), [4])[0]]
+    three = [*points, generated((3.0, 1.2, 0.25), [2])[0]]  # 2 GPUs are a multi-GPU point
     assert fit(three, gpus_per_node=8, intra_latency_us=10, inter_latency_us=25, n_boot=1).n_points == 3
