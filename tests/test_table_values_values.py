@@ -200,3 +200,10 @@ def test_refusals_name_the_table_by_default():
         ValueError, match=r"^table: several runs share one cell \['model', 'workers'\] \(a, b, c, d\); narrow"
     ):
         tv.runs_with_speedups(hacksa_like().assign(workers=1, run_name=list("abcd")), group=["model"])
+
+
+def test_blocks_the_order_does_not_list_come_alphabetically_and_gpu_counts_are_integers():
+    runs = keras_like().assign(workers=["1", "2", "1", "4", "1"], framework=["mx", "mx", "tf", "tf", "caffe"])
+    data = tv.backend_comparison(runs, blocks=["framework"], order={}, metrics=["throughput_total"])
+    assert [b["framework"] for b in data["blocks"]] == ["caffe", "mx", "tf"]
+    assert data["workers"] == [1, 2, 4] and all(type(n) is int for n in data["workers"])
