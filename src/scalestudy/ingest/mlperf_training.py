@@ -166,7 +166,7 @@ def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, re
     global_batch = _global_batch(entry, values, basis, accelerators)
     samples = _count(values.get("train_samples"))
     epochs = values.get("epochs")
-    tags = published_tags(source, f"{log}:{lines.get('run_stop', lines.get('run_start', 1))}")
+    tags = published_tags(source, where)  # the run's source line is its run_start (the reading keys no run_stop)
     metrics, lines_used = _metrics(values, lines, samples, accelerators)
     run_s = values.get("run_time_s")
     status = values.get("status")
