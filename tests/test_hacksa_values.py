@@ -6,6 +6,7 @@ Times: ' Date is now:' and TensorFlow's lines are CET (UTC+1), the benchmark hoo
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -386,11 +387,19 @@ def test_ranks_that_did_not_stop(logs, source, tmp_path):
         f"{path}:133: the log ends before rank(s) 1 logged 'Stopping train' (each of the 2 ranks does): "
         "a log cut short?"
     )
-    # 16.vgg_19.err without its 16 'Stopping train for R' lines: 582 - 16 lines, the first 8 ranks named
-    path = edited(logs, tmp_path, "16.vgg_19.err", lambda line: None if "Stopping train for" in line else line)
+    # 16.vgg_19.err without the 'Stopping train for R' lines of ranks 0 to 8 (:551-582): 582 - 9 lines, the first
+    # 8 ranks named; 8.err without its 8 (:302-316): all 8 named
+    path = edited(
+        logs, tmp_path, "16.vgg_19.err", lambda line: None if re.search(r"Stopping train for [0-8] -", line) else line
+    )
     assert refusal(path, source) == (
-        f"{path}:566: the log ends before rank(s) 0, 1, 2, 3, 4, 5, 6, 7 and 8 more logged 'Stopping train' "
+        f"{path}:573: the log ends before rank(s) 0, 1, 2, 3, 4, 5, 6, 7 and 1 more logged 'Stopping train' "
         "(each of the 16 ranks does): a log cut short?"
+    )
+    path = edited(logs, tmp_path, "8.err", lambda line: None if "Stopping train for" in line else line)
+    assert refusal(path, source) == (
+        f"{path}:309: the log ends before rank(s) 0, 1, 2, 3, 4, 5, 6, 7 logged 'Stopping train' "
+        "(each of the 8 ranks does): a log cut short?"
     )
 
 
@@ -414,6 +423,28 @@ def test_a_failed_run_needs_a_reason_and_ends_at_its_latest_time(logs, source, t
     assert hacksa.read_log(path, source).end_ms == cet_ms("2019-01-14 12:52:16.000000")
     path = edited(logs, tmp_path, "4.err", {193: slurm.replace("T12:52:16", "T25:52:16")})
     assert refusal(path, source) == f"{path}:193: timestamp '2019-01-14T25:52:16' does not parse"
+
+
+def test_a_python_error_as_the_reason(logs, source, tmp_path):
+    # 4.err cut before Slurm's line, ended instead by a Python error of more than the 200 characters quoted
+    error = "tensorflow.python.framework.errors_impl.UnavailableError: " + "the input pipeline lost its shards; " * 6
+    path = edited(logs, tmp_path, "4.err", {193: error})
+    rec = hacksa.read_log(path, source)
+    assert rec.status == "FAILED" and rec.end_ms == cet_ms("2019-01-14 12:39:04.918964")  # the latest time, :132
+    stall = "HorovodAllreduce_train_op_gradients_resnet_v2_101_block3_unit_1_bottleneck_v2_shortcut_BiasAdd_grad_tuple"
+    assert rec.tags["failure_reason"] == (
+        f"{error[:200]} (4.err:193); also Horovod stall: stalled op {stall}_control_dependency_1_0 "
+        "[missing ranks: 1, 3] (4.err:143)"
+    )
+
+
+def test_a_log_without_the_logging_hooks_lines(logs, source, tmp_path):
+    # 1.err without its 20 `global_step = N` lines (:47-102): the steps are the job script's, said so
+    path = edited(logs, tmp_path, "1.err", lambda line: None if "global_step = " in line else line)
+    rec = hacksa.read_log(path, source)
+    assert rec.params["steps"] == 200 and rec.tags["steps_per_rank"] == "200"
+    assert rec.tags["steps_note"] == "no logged global step: the job script's split assumed"
+    assert "time_first_interval_s" not in rec.metrics and "time_steady_interval_s" not in rec.metrics
 
 
 def test_no_benchmark_line_notes(logs, source, tmp_path):
