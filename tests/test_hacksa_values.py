@@ -425,6 +425,26 @@ def test_a_failed_run_needs_a_reason_and_ends_at_its_latest_time(logs, source, t
     assert refusal(path, source) == f"{path}:193: timestamp '2019-01-14T25:52:16' does not parse"
 
 
+def test_steps_with_ranks_missing(logs, source, tmp_path):
+    # 4.inception_v4.err without a current_examples_per_sec line at step 21 (:139) and one at step 41 (:163): each
+    # step's total is the mean of its 3 lines x 4 ranks
+    path = edited(logs, tmp_path, "4.inception_v4.err", {139: None, 163: None})
+    rec = hacksa.read_log(path, source)
+    series = rec.series["step_throughput_total"]
+    step_21 = (98.73830874348336 + 98.7310382551366 + 98.73787291980821) / 3 * 4  # :133, :135, :138
+    step_41 = (98.50422739787123 + 98.50713730125214 + 98.50412980160718) / 3 * 4  # :157, :159, :161
+    step_31 = 98.76936018381626 + 98.77536418880574 + 98.77035958921373 + 98.77674535859373  # :145-151, all 4
+    assert [(s, v) for s, _, v in series] == [
+        (21, pytest.approx(step_21, rel=1e-12)),
+        (31, pytest.approx(step_31, rel=1e-12)),
+        (41, pytest.approx(step_41, rel=1e-12)),
+    ]
+    assert rec.tags["throughput_note"] == (
+        "step_throughput_total is mean x 4 at steps with missing ranks: 21 (3/4), 41 (3/4)"
+    )
+    assert rec.metrics["throughput_total"] == 394.6782281682887  # the average lines are all there
+
+
 def test_a_python_error_as_the_reason(logs, source, tmp_path):
     # 4.err cut before Slurm's line, ended instead by a Python error of more than the 200 characters quoted
     error = "tensorflow.python.framework.errors_impl.UnavailableError: " + "the input pipeline lost its shards; " * 6
