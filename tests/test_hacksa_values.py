@@ -622,3 +622,15 @@ def test_the_log_as_scanned(logs):
         82, "average_examples_per_sec", 197.1865374055839, 21, utc_ms("2019-01-14T10:28:42.282000Z")
     )
     assert [b.ms for b in log.bench if b.line == 124] == [utc_ms("2019-01-14T10:29:05.053000Z")]
+
+
+def test_a_benchmark_line_at_the_scripts_last_step():
+    # VGG-19 on 16 GPUs: the script's 500 // 16 = 31 steps per rank; a benchmark line at step 31 means 32 steps or
+    # more ran (and the logging hook's last step 30 at most 40): the script's number is not what ran
+    assert hacksa.steps_per_rank("vgg19", 16, 30, 31) == (
+        None,
+        "each rank ran 32 to 40 steps (last logged global step 30, last benchmark step 31), while the job script's "
+        "split would be 500 // 16 = 31 steps per rank: how many is not known",
+    )
+    # the logging hook alone: steps 31 to 40, and 31 fits
+    assert hacksa.steps_per_rank("vgg19", 16, 30, None) == (31, "")
