@@ -443,6 +443,23 @@ def test_steps_with_ranks_missing(logs, source, tmp_path):
         "step_throughput_total is mean x 4 at steps with missing ranks: 21 (3/4), 41 (3/4)"
     )
     assert rec.metrics["throughput_total"] == 394.6782281682887  # the average lines are all there
+    # and without one of step 41's average_examples_per_sec lines (:162) too: their mean x 4, and both notes
+    path = edited(logs, tmp_path, "4.inception_v4.err", {139: None, 162: None, 163: None})
+    rec = hacksa.read_log(path, source)
+    averages = [98.67049004746953, 98.66937539507872, 98.66960025784994]  # :156, :158, :160
+    assert rec.metrics["throughput_per_worker"] == pytest.approx(sum(averages) / 3, rel=1e-12)
+    assert rec.metrics["throughput_total"] == pytest.approx(sum(averages) / 3 * 4, rel=1e-12)
+    assert rec.tags["throughput_note"] == (
+        "last logged step 41 has 3 of 4 ranks' average_examples_per_sec lines: per-worker throughput is their "
+        "mean, total = mean x 4; step_throughput_total is mean x 4 at steps with missing ranks: 21 (3/4), 41 (3/4)"
+    )
+
+
+def test_a_log_that_names_no_gpu(logs, source, tmp_path):
+    # 1.err without its two 'name: Tesla V100-SXM2-16GB' lines (:33, :40): the README's V100, no device_name
+    path = edited(logs, tmp_path, "1.err", {33: None, 40: None})
+    rec = hacksa.read_log(path, source)
+    assert rec.params["device"] == "V100" and "device_name" not in rec.tags
 
 
 def test_a_python_error_as_the_reason(logs, source, tmp_path):
