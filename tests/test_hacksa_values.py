@@ -651,3 +651,38 @@ def test_a_benchmark_line_at_the_scripts_last_step():
     )
     # the logging hook alone: steps 31 to 40, and 31 fits
     assert hacksa.steps_per_rank("vgg19", 16, 30, None) == (31, "")
+
+
+def test_the_folder_read(logs, tmp_path):
+    # hacksa.read on a folder of logs: in the order of the GPU count, then the name
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for name in ("2.err", "1.vgg_19.err", "1.err"):
+        (folder / name).write_bytes((logs / name).read_bytes())
+    assert [rec.key for rec in hacksa.read(FOLDER, folder)] == ["1.err", "1.vgg_19.err", "2.err"]
+    # a file whose name is no job's is refused before any log is read (1.err cut to its first 22 lines, before
+    # its start, would be refused too: it is not read)
+    (folder / "1.err").write_text("".join((logs / "1.err").read_text().splitlines(keepends=True)[:22]))
+    (folder / "a.err").write_bytes((logs / "2.err").read_bytes())
+    with pytest.raises(SchemaError) as err:
+        hacksa.read(FOLDER, folder)
+    assert str(err.value) == f"{folder / 'a.err'}:1: file name is not 'N.err' or 'N.<model>.err'"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SchemaError) as err:
+        hacksa.read(FOLDER, empty)
+    assert str(err.value) == f"{empty}: no logs/*.err log"
+    with pytest.raises(SchemaError) as err:
+        hacksa.read(FOLDER, tmp_path / "absent")
+    assert str(err.value) == f"{tmp_path / 'absent'}: missing (the dataset's Slurm logs)"
+
+
+def test_a_dataset_that_lists_no_log(tmp_path):
+    # the dataset folder with its raw_files list taken out of source.yaml: nothing to read
+    folder = tmp_path / "hacksa-2019"
+    folder.mkdir()
+    text = (FOLDER / "source.yaml").read_text()
+    (folder / "source.yaml").write_text(text[: text.index("raw_files:")])
+    with pytest.raises(SchemaError) as err:
+        hacksa.read(folder)
+    assert str(err.value) == f"{folder / 'source.yaml'}: raw_files: no logs/*.err log"
