@@ -593,12 +593,13 @@ def test_benchmark_entry_refused(logs, source, tmp_path, old, new, said):
 
 def test_benchmark_entry_that_is_no_dict(logs, source, tmp_path):
     entry = BENCH_50.partition("Benchmark metric: ")[2]
-    path = edited(logs, tmp_path, "1.err", {50: BENCH_50[:140]})  # cut: the entry does not close
+    path = edited(logs, tmp_path, "1.err", {50: BENCH_50[:170]})  # cut: the entry does not close
     assert refusal(path, source) == (
-        f"{path}:50: 'Benchmark metric' entry does not parse (truncated?): {entry[: 140 - 34][:120]!r}"
+        f"{path}:50: 'Benchmark metric' entry does not parse (truncated?): {entry[:120]!r}"
     )
-    assert len(entry) > 140
-    listed = "[" + ", ".join(str(step) for step in range(21, 200, 10)) + ", 'average_examples_per_sec', 203.7]"
+    assert len(entry) > 170 - 34 > 121  # the message quotes the first 120 characters
+    listed = "[" + ", ".join(str(step) for step in range(21, 400, 10)) + ", 'average_examples_per_sec', 203.7]"
+    assert len(listed) > 121
     path = edited(logs, tmp_path, "1.err", {50: "INFO:tensorflow:Benchmark metric: " + listed})
     assert refusal(path, source) == f"{path}:50: 'Benchmark metric' entry is not a dict: {listed[:120]!r}"
 

@@ -90,6 +90,8 @@ def test_every_value_of_every_run():
             if (model, protocol) == ("resnet50", "reduce-randomization"):
                 params["seed"] = 1337
             assert rec.params == params, rec.key
+            assert all(type(rec.params[k]) is int for k in ("workers", "epochs", "batch_per_worker")), rec.key
+            assert type(rec.params.get("seed", 0)) is int  # as text in MLflow: '1337', never '1337.0'
             assert rec.metrics == {name: row[column] for name, row in zip(rows, values)}, rec.key
             assert rec.experiment == "keras-backends-2017" and rec.status == "FINISHED"
             assert rec.where == f"{FOLDER / FILE}:{line}" and rec.tags["source_line"] == f"{FILE}:{line}"
@@ -155,6 +157,11 @@ CASES = [
      "unknown heading 'MXNet' (expected '#### <MXNet|Tensorflow> Backend' under a protocol section)"),
     ({63: "### Setup", 64: "#### MXNet Backend"}, 64,
      "unknown heading 'MXNet Backend' (expected '#### <MXNet|Tensorflow> Backend' under a protocol section)"),
+    ({39: None}, 39,  # :40's table right under '### Reduce Randomization', with no '#### MXNet Backend'
+     "table under no known model / backend heading (expected '### Keras 1.2.2 with MXNet backend' or "
+     "'#### <MXNet|Tensorflow> Backend')"),
+    ({20: "* `Epochs` - 10X"}, 20, "column 'Epochs': '10X' is not a number"),
+    ({36: "* `random seed` - 1337X"}, 36, "column 'random seed': '1337X' is not a number"),
     ({49: "Tensorflow backend:"}, 50,
      "table under no known model / backend heading (expected '### Keras 1.2.2 with MXNet backend' or "
      "'#### <MXNet|Tensorflow> Backend')"),
@@ -202,15 +209,24 @@ def test_setup_readings(folder):
     # 'Batchsize - 32 per GPU' (ResNet50, :9) needs no note; 'CIFAR-10' (dashed) is CIFAR10 too; a title (# ...) and
     # a deeper heading (##### ...) change nothing; the table right under '### Keras 1.2.2 with MXNet backend' is
     # MXNet's; a bullet after a table (:34) is no setup item
+    # (a bullet under a heading that takes none, :25); a row written without padding (:28) reads the same; the
+    # resize said with a capital (:65); a seed and epochs printed with a full stop (:36, :68)
     edit(folder, {
         7: "* `Dataset` - [CIFAR-10 small image dataset](https://www.cs.toronto.edu/~kriz/cifar.html).",
-        25: "##### (the first table)",
+        25: ["##### (the first table)", "* `Note` - not read"],
+        28: "|Training time (secs)|1609.32|971.94|514.96|418.09|413.66|",
         34: "* `Note` - not read",
+        36: "* `random seed` - 1337.",
+        65: "* `Dataset` - [CIFAR10 small image dataset Resized to 299x299](https://www.cs.toronto.edu/~kriz/cifar.html)",
         67: "* `Batchsize` - 32 per gpu",
         68: "* `Epochs` - 5.",
     })  # fmt: skip
     runs = {rec.key: rec for rec in keras_backends.read(folder)}
     assert len(runs) == 29 and runs["resnet50/plain/mxnet/1"].params["data"] == "cifar10"
     assert runs["resnet50/plain/mxnet/1"].metrics["throughput_total"] == 372.82
+    assert [runs[f"resnet50/plain/mxnet/{n}"].metrics["time_total_s"] for n in (1, 2, 4, 8, 16)] == [
+        1609.32, 971.94, 514.96, 418.09, 413.66]  # fmt: skip
     assert "batch_note" not in runs["inception3/plain/mxnet/1"].tags
     assert runs["inception3/plain/mxnet/1"].params["epochs"] == 5
+    assert runs["inception3/plain/mxnet/1"].params["data"] == "cifar10-299"
+    assert runs["resnet50/reduce-randomization/mxnet/1"].params["seed"] == 1337
