@@ -211,7 +211,10 @@ def test_setup_readings(folder):
     # MXNet's; a bullet after a table (:34) is no setup item
     # (a bullet under a heading that takes none, :25); a row written without padding (:28) reads the same; the
     # resize said with a capital (:65); a seed and epochs printed with a full stop (:36, :68)
+    lines = (folder / FILE).read_text().splitlines()
+    indented = {n: "  " + lines[n - 1] for n in range(40, 48)}  # :40-47's table indented (Markdown allows 3)
     edit(folder, {
+        **indented,
         7: "* `Dataset` - [CIFAR-10 small image dataset](https://www.cs.toronto.edu/~kriz/cifar.html).",
         25: ["##### (the first table)", "* `Note` - not read"],
         28: "|Training time (secs)|1609.32|971.94|514.96|418.09|413.66|",
@@ -223,6 +226,7 @@ def test_setup_readings(folder):
     })  # fmt: skip
     runs = {rec.key: rec for rec in keras_backends.read(folder)}
     assert len(runs) == 29 and runs["resnet50/plain/mxnet/1"].params["data"] == "cifar10"
+    assert runs["resnet50/reduce-randomization/mxnet/16"].metrics["throughput_total"] == 1973.56
     assert runs["resnet50/plain/mxnet/1"].metrics["throughput_total"] == 372.82
     assert [runs[f"resnet50/plain/mxnet/{n}"].metrics["time_total_s"] for n in (1, 2, 4, 8, 16)] == [
         1609.32, 971.94, 514.96, 418.09, 413.66]  # fmt: skip
@@ -230,3 +234,9 @@ def test_setup_readings(folder):
     assert runs["inception3/plain/mxnet/1"].params["epochs"] == 5
     assert runs["inception3/plain/mxnet/1"].params["data"] == "cifar10-299"
     assert runs["resnet50/reduce-randomization/mxnet/1"].params["seed"] == 1337
+
+
+def test_a_file_that_starts_with_its_first_model(folder):
+    path = edit(folder, {1: None, 2: None})  # no title: '## Resnet50' is line 1, its first table line 24
+    runs = {rec.key: rec for rec in keras_backends.read(folder)}
+    assert len(runs) == 29 and runs["resnet50/plain/mxnet/1"].where == f"{path}:24"
