@@ -210,7 +210,7 @@ def test_setup_readings(folder):
     # a deeper heading (##### ...) change nothing; the table right under '### Keras 1.2.2 with MXNet backend' is
     # MXNet's; a bullet after a table (:34) is no setup item
     # (a bullet under a heading that takes none, :25); a row written without padding (:28) reads the same; the
-    # resize said with a capital (:65); a seed and epochs printed with a full stop (:36, :68)
+    # resize said with a capital (:65); a seed and epochs printed with a full stop (:36, :68); an accuracy of 1 (:31)
     lines = (folder / FILE).read_text().splitlines()
     indented = {n: "  " + lines[n - 1] for n in range(40, 48)}  # :40-47's table indented (Markdown allows 3)
     edit(folder, {
@@ -218,6 +218,7 @@ def test_setup_readings(folder):
         7: "* `Dataset` - [CIFAR-10 small image dataset](https://www.cs.toronto.edu/~kriz/cifar.html).",
         25: ["##### (the first table)", "* `Note` - not read"],
         28: "|Training time (secs)|1609.32|971.94|514.96|418.09|413.66|",
+        31: "| Training accuracy             | 1.00    | 0.69    | 0.69    | 0.68    | 0.54     |",
         34: "* `Note` - not read",
         36: "* `random seed` - 1337.",
         65: "* `Dataset` - [CIFAR10 small image dataset Resized to 299x299](https://www.cs.toronto.edu/~kriz/cifar.html)",
@@ -228,6 +229,7 @@ def test_setup_readings(folder):
     assert len(runs) == 29 and runs["resnet50/plain/mxnet/1"].params["data"] == "cifar10"
     assert runs["resnet50/reduce-randomization/mxnet/16"].metrics["throughput_total"] == 1973.56
     assert runs["resnet50/plain/mxnet/1"].metrics["throughput_total"] == 372.82
+    assert runs["resnet50/plain/mxnet/1"].metrics["accuracy_train"] == 1.0  # all of the images: still a fraction
     assert [runs[f"resnet50/plain/mxnet/{n}"].metrics["time_total_s"] for n in (1, 2, 4, 8, 16)] == [
         1609.32, 971.94, 514.96, 418.09, 413.66]  # fmt: skip
     assert "batch_note" not in runs["inception3/plain/mxnet/1"].tags
