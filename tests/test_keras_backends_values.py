@@ -242,3 +242,11 @@ def test_a_file_that_starts_with_its_first_model(folder):
     path = edit(folder, {1: None, 2: None})  # no title: '## Resnet50' is line 1, its first table line 24
     runs = {rec.key: rec for rec in keras_backends.read(folder)}
     assert len(runs) == 29 and runs["resnet50/plain/mxnet/1"].where == f"{path}:24"
+
+
+def test_an_instance_size_of_unknown_gpu_count(folder):
+    # ResNet50's machine (:8) said as a P2.4xlarge, a size whose GPU count the importer does not know: no note
+    edit(folder, {8: "* `Machine` - [AWS EC2 P2.4xlarge](https://aws.amazon.com/ec2/instance-types/p2/)."})
+    runs = [rec for rec in keras_backends.read(folder) if rec.params["model"] == "resnet50"]
+    assert len(runs) == 15 and {rec.params["platform"] for rec in runs} == {"aws-p2.4xlarge"}
+    assert not [rec for rec in runs if "platform_note" in rec.tags]
