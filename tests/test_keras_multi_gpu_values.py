@@ -63,6 +63,7 @@ def test_a_keras_row(rows, source):
                           "device": "M60", "data": "synthetic", "batch_per_worker": 16, "platform": "az-2x-m60",
                           "variable_update": "kuza55 (ps cpu)"}  # fmt: skip
     assert rec.metrics == {"throughput_total": 53.35}
+    assert type(rec.params["batch_per_worker"]) is int  # MLflow keeps it as text: '16', never '16.0'
     tags = own_tags(rec)
     assert tags["method"] == "kuza55" and tags["parameter_server"] == "cpu" and tags["batch_global"] == "32"
     assert (tags["printed_images_per_sec"], tags["printed_speedup"], tags["printed_efficiency_pct"]) == (
