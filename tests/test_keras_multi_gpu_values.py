@@ -179,3 +179,10 @@ def test_data_format_lines_must_match_the_runs(tmp_path):
     with pytest.raises(SchemaError) as err:
         keras_multi_gpu._data_formats(trace, 7)
     assert str(err.value) == f"{trace}: 6 'Data format:' lines for 7 runs"
+
+
+def test_a_row_of_an_unknown_model(rows, source):
+    where, row = rows[78]
+    with pytest.raises(SchemaError) as err:
+        keras_multi_gpu.table_record({**row, "model": "lenet"}, where, source)
+    assert str(err.value).startswith(f"{where}: unknown model name 'lenet' (known: ")
