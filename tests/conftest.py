@@ -10,7 +10,6 @@ import signal
 import tempfile
 from pathlib import Path
 
-import mutmut_hits
 import published
 import pytest
 from helpers import IMAGE_FACTS, default_mirror, have_raw_data, require_raw_data
@@ -127,6 +126,8 @@ def published_figures(published_store, published_folder) -> dict:
     """Every figure built once per session from the published store (`python -m scalestudy.paper figures`, one
     query): {"dir": the figures folder, "stdout", "stderr"}. Tests read it; a test that writes copies it."""
     build = not os.environ.get(published.FOLDER)
+    import mutmut_hits  # the plugin pytest_plugins loaded (imported here, after pytest registered it)
+
     with pytest.MonkeyPatch.context() as mp:
         if mutmut_hits.published_build_hits():  # mutmut's stats run: the build's calls count for every reader
             mp.setenv(mutmut_hits.HITS, mutmut_hits.published_build_hits())

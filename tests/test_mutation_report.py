@@ -35,7 +35,7 @@ def test_results_per_module_and_the_score(tmp_path, monkeypatch):
     text, score = mutation_report.report(found, {f"{name}3": "equivalent: x"}, seconds=90)
     # derive.py: 3 caught (2 killed, 1 timeout) of 5 checked = 60 %; all: 4 of 6 = 66.7 %
     assert "| scalestudy/derive.py | 6 | 2 | 1 | 1 | 1 | 0 | 0 | 1 | 60.0 | 1/2 |" in text
-    assert "| **all** | 7 | 3 | 1 | 1 | 1 | 0 | 0 | 1 | **66.7** | |" in text
+    assert "| **all** | 7 | 3 | 1 | 1 | 1 | 0 | 0 | 1 | **66.7** | 1/2 |" in text
     assert score == pytest.approx(400 / 6)
     assert f"### `{name}3`: survived\n\nTriage: equivalent: x\n\n```diff\n- old\n+ new ({name}3)\n```" in text
     assert f"### `{name}4`: no tests\n\nTriage: **open**" in text
@@ -63,4 +63,28 @@ def test_every_triaged_mutant_names_a_module_that_is_mutated():
     for name in mutation_report.load_triage():
         module, _, rest = name.partition(".x")
         assert rest and "__mutmut_" in rest, name
-        assert any(module.startswith(p) for p in prefixes), name
+        assert any(f"{module}.".startswith(p) for p in prefixes), name  # a package: its __init__.py
+
+
+def test_a_glob_triages_a_whole_function_after_the_mutants_own_entries():
+    triage = {"scalestudy.derive.x_f__mutmut_3": "own", "scalestudy.derive.x_f__mutmut_*": "the function needs X"}
+    assert mutation_report.reason("scalestudy.derive.x_f__mutmut_3", triage) == "own"
+    assert mutation_report.reason("scalestudy.derive.x_f__mutmut_12", triage) == "the function needs X"
+    assert mutation_report.reason("scalestudy.derive.x_fg__mutmut_1", triage) is None
+    assert mutation_report.reason("scalestudy.derive.x_f__mutmut_", {"scalestudy.derive.x_f__mutmut_": "x"}) == "x"
+
+
+def test_each_run_looks_again_for_the_tests_of_mutants_that_had_none(tmp_path, monkeypatch):
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)
+    name = "scalestudy.derive.x_f__mutmut_"
+    meta(tmp_path, "scalestudy/derive.py", {f"{name}{i}": c for i, c in enumerate([1, 0, 33, 5, None], 1)})
+    meta(tmp_path, "scalestudy/paper/numbers.py", {"scalestudy.paper.numbers.x_g__mutmut_1": 1})
+    before = (tmp_path / "mutants/src/scalestudy/paper/numbers.py.meta").read_text()
+    stats = tmp_path / "mutants" / "mutmut-stats.json"
+    stats.write_text("{}")
+    mutation_report.forget_untested(relink=False)
+    codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{name}1": 1, f"{name}2": 0, f"{name}3": None, f"{name}4": None, f"{name}5": None}
+    assert (tmp_path / "mutants/src/scalestudy/paper/numbers.py.meta").read_text() == before and stats.exists()
+    mutation_report.forget_untested(relink=True)
+    assert not stats.exists()

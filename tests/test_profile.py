@@ -96,9 +96,20 @@ def test_fused_allreduces_are_groups_of_overlapping_collectives():
 def test_window_syntax():
     assert parse_window("1.5:3") == (1.5, 3.0)
     assert parse_window("2:") == (2.0, None)
-    for bad in ("3", "a:b", "5:2"):
-        with pytest.raises(ValueError, match="--window"):
+    assert parse_window(":4") == (None, 4.0)
+    assert parse_window(" 1 : 2 ") == (1.0, 2.0)
+    assert parse_window(None) is None
+    errors = {
+        "3": "--window '3': write START:END in seconds, e.g. 10:12.5 or 10:",
+        "a:b": "--window 'a:b': START and END must be numbers of seconds",
+        "1:2:3": "--window '1:2:3': START and END must be numbers of seconds",  # one split, then '2:3' is no number
+        "5:2": "--window '5:2': END must be after START",
+        "2:2": "--window '2:2': END must be after START",
+    }
+    for bad, line in errors.items():
+        with pytest.raises(ValueError) as err:
             parse_window(bad)
+        assert str(err.value) == line
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,16 +1,10 @@
-"""The MLflow UI as a reviewer uses it (headless Chromium on `python -m scalestudy.ui`, run as a user runs it):
-from the home page by clicks to an experiment's runs table and, through its "Views" menu, to the runs behind
-figure 3; the link the UI prints for figure 3, opened in a browser that has never clicked anything; the runs
-table then shows exactly the runs the figure's sidecar lists, with model, workers and throughput_total.
-Also: a run's page (params, description naming its source line), the port-taken error, and --auth."""
+"""The UI's views are pure functions of their runs (the browser tests, headless Chromium on `python -m scalestudy.ui`:
+tests/integration/test_ui_integration.py; the server's command line, its refusals and its stop without a server:
+tests/test_ui_server_values.py; the views saved in a store: tests/test_ui_views_values.py)."""
 
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 from urllib.parse import parse_qs, urlsplit
 
 from scalestudy.ui.links import experiment_view, owned, runs_view
@@ -39,25 +33,3 @@ def test_a_view_is_a_pure_function_of_its_runs():
     assert both.link.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%2210%22%5D&workflowType=")
     assert both.name == "figure-7 · 3 runs in tf-benchmarks-2017, horovod-docs"
     assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
-
-
-def test_a_taken_port_is_one_clear_error(tmp_path):
-    store = tmp_path / "store.db"
-    store.touch()
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        env = dict(os.environ, MLFLOW_TRACKING_URI=f"sqlite:///{store}")
-        proc = subprocess.run(
-            [sys.executable, "-m", "scalestudy.ui", "--port", str(port)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        f"error: http://127.0.0.1:{port} is already in use (another MLflow UI?): stop it or pick another --port"
-    ]
-    assert proc.stdout == ""
