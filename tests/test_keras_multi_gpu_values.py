@@ -72,6 +72,8 @@ def test_a_keras_row(rows, source):
     # the same row on 3 GPUs: 32 does not split evenly, the per-GPU batch is not stated
     rec = keras_multi_gpu.table_record({**row, "gpus": "3"}, where, source)
     assert rec.params["batch_per_worker"] == NOT_STATED and rec.params["workers"] == 3
+    # data other than the synthetic ImageNet is kept as the table names it
+    assert keras_multi_gpu.table_record({**row, "data": "imagenet"}, where, source).params["data"] == "imagenet"
     # a Keras row that names no parameter server has no variable_update
     rec = keras_multi_gpu.table_record({**row, "parameter_server": ""}, where, source)
     assert "variable_update" not in rec.params and rec.tags["parameter_server"] == ""
