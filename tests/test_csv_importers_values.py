@@ -79,8 +79,9 @@ def test_malik_runs(tmp_path):
     path = folder / "claims.csv"
     replace_line(path, 3, "googlenet,256,K40/K80/P100,synthetic,64,GPU cluster,almost linear")
     assert malik.read(folder)[1].params["batch_per_worker"] == "64"  # a number is checked, kept as printed
-    replace_line(path, 3, "googlenet,256,K40/K80/P100,synthetic,sixty-four,GPU cluster,almost linear")
-    assert refusal(malik.read, folder) == f"{path}:3: column 'batch_per_worker': 'sixty-four' is not a number"
+    for batch in ("sixty-four", "64.5"):  # a batch is a whole number of images
+        replace_line(path, 3, f"googlenet,256,K40/K80/P100,synthetic,{batch},GPU cluster,almost linear")
+        assert refusal(malik.read, folder) == f"{path}:3: column 'batch_per_worker': {batch!r} is not a number"
     replace_line(path, 3, "googlenet,256,K40/K80/P100,synthetic,not stated,GPU cluster,")
     assert refusal(malik.read, folder) == (
         f"{path}:3: column 'claim' is empty (the claim is what this dataset records)"
