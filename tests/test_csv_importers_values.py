@@ -11,7 +11,7 @@ import pytest
 from helpers import REFERENCE
 
 from scalestudy.ingest import horovod_docs, malik, tf_benchmarks
-from scalestudy.schema import NOT_STATED, SchemaError
+from scalestudy.schema import DESCRIPTION_TAG, NOT_STATED, SchemaError
 
 PUBLISHED = {"source", "citation", "dataset", "source_url", "mlflow.note.content"}
 
@@ -63,6 +63,8 @@ def test_tf_benchmarks_refusals(tmp_path):
     assert refusal(tf_benchmarks.read, folder) == f"{path}:3: column 'data': 'imagenet' is neither synthetic nor real"
     replace_line(path, 3, "nvidia-dgx-1,P100,resnet50,synthetic,64,1,fast,parameter_server (cpu)")
     assert refusal(tf_benchmarks.read, folder) == f"{path}:3: column 'images_per_sec': 'fast' is not a number"
+    replace_line(path, 3, "nvidia-dgx-1,P100,resnet50,synthetic,64,one,219,parameter_server (cpu)")
+    assert refusal(tf_benchmarks.read, folder) == f"{path}:3: column 'gpus': 'one' is not a number"
 
 
 def test_malik_runs(tmp_path):
@@ -75,6 +77,11 @@ def test_malik_runs(tmp_path):
                               "data": "synthetic", "platform": "GPU cluster (not named in the abstract)"}  # fmt: skip
         assert rec.metrics == {} and rec.tags["claim"] == claim and rec.tags["source_line"] == f"claims.csv:{line}"
         assert rec.experiment == "malik-2018" and rec.tags["source"] == "published"
+        assert rec.where == f"{REFERENCE / 'malik-2018' / 'claims.csv'}:{line}"
+        # the description names the file as the repository holds it, as every other dataset's does
+        assert rec.tags[DESCRIPTION_TAG].startswith(
+            f"Published measurement, read from `experiments/reference/malik-2018/claims.csv` line {line} by "
+        )
     folder = copy_of(tmp_path, "malik-2018")
     path = folder / "claims.csv"
     replace_line(path, 3, "googlenet,256,K40/K80/P100,synthetic,64,GPU cluster,almost linear")
@@ -82,6 +89,8 @@ def test_malik_runs(tmp_path):
     for batch in ("sixty-four", "64.5"):  # a batch is a whole number of images
         replace_line(path, 3, f"googlenet,256,K40/K80/P100,synthetic,{batch},GPU cluster,almost linear")
         assert refusal(malik.read, folder) == f"{path}:3: column 'batch_per_worker': {batch!r} is not a number"
+    replace_line(path, 3, "googlenet,many,K40/K80/P100,synthetic,not stated,GPU cluster,almost linear")
+    assert refusal(malik.read, folder) == f"{path}:3: column 'workers': 'many' is not a number"
     replace_line(path, 3, "googlenet,256,K40/K80/P100,synthetic,not stated,GPU cluster,")
     assert refusal(malik.read, folder) == (
         f"{path}:3: column 'claim' is empty (the claim is what this dataset records)"
@@ -106,6 +115,11 @@ def test_horovod_docs_runs(tmp_path):
     row = "vgg16,512,{},Pascal,128 servers x 4 GPUs; 25 Gbit/s RoCE,64,synthetic"
     replace_line(path, 4, row.format("1.0"))  # all of the ideal: still a fraction
     assert horovod_docs.read(folder)[2].metrics == {"efficiency_published": 1.0}
+    assert [r.where for r in runs] == [f"{REFERENCE / 'horovod-docs' / 'claims.csv'}:{n}" for n in (2, 3, 4)]
+    replace_line(path, 4, row.format("n/a"))
+    assert refusal(horovod_docs.read, folder) == f"{path}:4: column 'efficiency_published': 'n/a' is not a number"
+    replace_line(path, 4, row.format("0.68").replace(",512,", ",512 GPUs,"))
+    assert refusal(horovod_docs.read, folder) == f"{path}:4: column 'workers': '512 GPUs' is not a number"
     for bad in ("0", "1.01", "68"):
         replace_line(path, 4, row.format(bad))
         assert refusal(horovod_docs.read, folder) == (
