@@ -36,6 +36,10 @@ def test_read_text(tmp_path):
     assert refusal(read_text, path) == f"{path}:3: a NUL byte: a binary or UTF-16 file, not UTF-8 text"
     path.write_bytes(b"\0one\n")
     assert refusal(read_text, path) == f"{path}:1: a NUL byte: a binary or UTF-16 file, not UTF-8 text"
+    path.write_bytes(b"\nsecond\nth\0ird\nfou\0rth\n")  # a first empty line; the first NUL, on line 3, is named
+    assert refusal(read_text, path) == f"{path}:3: a NUL byte: a binary or UTF-16 file, not UTF-8 text"
+    path.write_bytes(b"\nsecond\n\xe9t\xe9\n")
+    assert refusal(read_text, path) == f"{path}:3: not UTF-8 text (byte 0xe9)"
     path.write_bytes(b"one\ntwo\n\xe9t\xe9\n")  # Latin-1 on line 3
     assert refusal(read_text, path) == f"{path}:3: not UTF-8 text (byte 0xe9)"
     assert refusal(read_text, tmp_path / "absent.log") == f"{tmp_path / 'absent.log'}: missing"
