@@ -60,6 +60,12 @@ def test_read_source(tmp_path):
     path.write_text("experiment: x\ncitation: [unclosed\none_run: y\n")
     # the parser stops at line 3, where the flow sequence of line 2 meets a new key
     assert refusal(read_source, folder) == f"{path}:3: not valid YAML: did not find expected ',' or ']'"
+    # a control character: the reader's error has no line mark and no 'problem': the file and the error's own text
+    path.write_text('experiment: x\ncitation: "a\x07b"\none_run: y\n')
+    assert refusal(read_source, folder) == (
+        f"{path}: not valid YAML: unacceptable character #x0007: control characters are not allowed\n"
+        '  in "<unicode string>", position 26'
+    )
     path.write_text("- a list\n")
     assert (
         refusal(read_source, folder)
