@@ -87,6 +87,8 @@ def test_csv_rows(tmp_path):
         (f"{path}:4", {"a": "3,4", "b": "5"}),
     ]
     assert refusal(lambda: list(csv_rows(path, ["a", "c"]))) == f"{path}:1: header ['a', 'b'] is not ['a', 'c']"
+    path.write_bytes(b'a,b\r\n"x\r\ny",2\r\n')  # Windows line ends, one inside a quoted cell: kept as written
+    assert list(csv_rows(path, ["a", "b"])) == [(f"{path}:3", {"a": "x\r\ny", "b": "2"})]
     path.write_text("a,b\n1,2\n1,2,3\n")
     assert refusal(lambda: list(csv_rows(path, ["a", "b"]))) == f"{path}:3: 3 fields, expected 2 (a,b)"
     path.write_text("")
@@ -108,6 +110,7 @@ def test_csv_params():
     row = {"m": "ResNet50", "n": "8", "gpu": "P100"}
     params = csv_params(row, "f.csv:2", {"model": "m", "workers": "n", "device": "gpu"}, framework="tensorflow")
     assert params == {"framework": "tensorflow", "model": "resnet50", "workers": 8, "device": "P100"}
+    assert type(params["workers"]) is int  # MLflow keeps params as text: '8', never '8.0'
     assert refusal(csv_params, {**row, "n": "eight"}, "f.csv:2", {"workers": "n"}) == (
         "f.csv:2: column 'n': 'eight' is not a number"
     )
@@ -143,6 +146,13 @@ def test_published_tags_and_description(tmp_path):
     tags = published_tags(fetched, f"{raw}:23")
     assert tags["source_url"] == "" and tags["source_line"] == "1.err:23"
     assert "`experiments/reference/tf-benchmarks-2017/logs/1.err` line 23 by" in tags[DESCRIPTION_TAG]
+    # a raw file in the cache folder (raw_dir) without a read_at entry: its path under raw_dir
+    tags = published_tags({**source, "raw_dir": str(raw.parent)}, f"{raw}:23")
+    assert "`experiments/reference/tf-benchmarks-2017/1.err` line 23 by" in tags[DESCRIPTION_TAG]
+    # a folder name with a colon: the line is what follows the last one
+    odd = tmp_path / "run:1" / "x.csv"
+    tags = published_tags({**source, "raw_dir": None}, f"{odd}:2")
+    assert tags["source_line"] == "x.csv:2" and "read from `x.csv` line 2 by" in tags[DESCRIPTION_TAG]
     tags = published_tags({**source, "raw_dir": None}, f"{tmp_path / 'elsewhere.csv'}:2")
     assert "read from `elsewhere.csv` line 2 by" in tags[DESCRIPTION_TAG]
     assert experiment_description(source, 12, ["figure-3", "table-2"]) == (
