@@ -193,3 +193,25 @@ def test_the_registry_maps_each_dataset_folder_to_its_reader():
     }
     # every dataset folder (one with a source.yaml) has its importer
     assert sorted(registry()) == sorted(p.name for p in REFERENCE.iterdir() if (p / "source.yaml").is_file())
+
+
+def test_a_raw_file_read_from_the_mirror_is_named_by_its_dataset_path(tmp_path, monkeypatch):
+    # a cache that cannot be written (its path is a file): the mirror's copy is read, and the run's description
+    # names the file by its path in the dataset (source['raw_read_at']), not by where it was read
+    from helpers import require_raw_data
+
+    from scalestudy.ingest import fetched_raw_files, hacksa
+
+    require_raw_data()
+    (tmp_path / "cache").write_text("not a folder\n")
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(tmp_path / "cache"))
+    folder = REFERENCE / "hacksa-2019"
+    files, source = fetched_raw_files(folder, read_source(folder))
+    assert files["logs/1.err"].parent.parent.name == "hacksa-2019" and not str(files["logs/1.err"]).startswith(
+        str(tmp_path)
+    )
+    assert source["raw_read_at"][str(files["logs/1.err"].resolve())] == "logs/1.err"
+    rec = hacksa.read_log(files["logs/1.err"], source)
+    assert rec.tags[DESCRIPTION_TAG].startswith(
+        "Published measurement, read from `experiments/reference/hacksa-2019/logs/1.err` line 23 by "
+    )
