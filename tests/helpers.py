@@ -62,6 +62,32 @@ def raw_dir(name: str) -> Path:
     return Path(source["raw_dir"])
 
 
+_SOURCES: dict[str, dict] = {}
+
+
+def reference_source(name: str) -> dict:
+    """Dataset `name`'s source.yaml as ingest.read_source gives it, read once a session (the MLPerf corpus's lists
+    751 raw files: 0.1 s a read)."""
+    from scalestudy.ingest import read_source
+
+    if name not in _SOURCES:
+        _SOURCES[name] = read_source(REFERENCE / name)
+    return _SOURCES[name]
+
+
+def raw_files_of(name: str, *paths: str) -> dict[str, Path]:
+    """{path: file} of a few of dataset `name`'s raw files, fetched (from the mirror) and verified: cheaper than
+    raw_dir where a fast test reads a handful of a large dataset's files."""
+    from scalestudy.ingest.fetch import fetch_raw_files, raw_files
+
+    require_raw_data()
+    source = reference_source(name)
+    wanted = [raw for raw in raw_files(source, REFERENCE / name) if raw.path in paths]
+    assert len(wanted) == len(set(paths)), f"not all of {paths} are raw files of {name}"
+    mirror_folder = source.get("mirror_folder")
+    return fetch_raw_files(name, wanted, mirror_folder)
+
+
 # Lines for the end of the test log: the image's size and build time (tests/test_image.py appends them).
 IMAGE_FACTS: list[str] = []
 

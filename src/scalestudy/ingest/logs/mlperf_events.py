@@ -116,7 +116,7 @@ def events(path: Path, text: str) -> tuple[str, list[Event]]:
         at = line.find(marker)
         if at < 0:
             continue
-        body = line[at:].rstrip("\r")
+        body = line[at:].rstrip()  # a CRLF file's \r, and blanks after a bare `key` (its pattern ends at the key)
         if body in seen:  # a logger that echoes each line twice; every rank's init_start counts (GPUs)
             continue
         event = _event(fmt, body, f"{path}:{number}", number)

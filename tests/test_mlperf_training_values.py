@@ -1,0 +1,312 @@
+"""ingest/mlperf_training.py's run records in this process (the importer parses in worker processes, which mutation
+testing does not see): each metric, param and tag of real logs with their system files, against values read from
+the files by hand (file:line in the comments; the log readings themselves are pinned line by line in
+tests/test_mlperf_reading_values.py). Branches no real file takes use an edited copy, and say so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from helpers import REFERENCE, raw_files_of, reference_source
+
+from scalestudy.ingest import mlperf_training as mt
+from scalestudy.ingest.fetch import cache_dir
+from scalestudy.schema import NOT_STATED, SchemaError
+
+FOLDER = REFERENCE / "mlperf-training-resnet"
+SIAT = "v0.7/SIAT/results/modelarts_128_mindspore_open/resnet/result_0.txt"
+SIAT_SYSTEM = "v0.7/SIAT/systems/modelarts_128_mindspore_open.json"
+V05_NVIDIA = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/resnet/result_0.txt"
+V05_NVIDIA_SYSTEM = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/entry.json"
+V05_GOOGLE = "v0.5/v0.5.0/google/cloud_v2.8/resnet-tpuv2-8/results/tpu/resnet/result_0.txt"
+V05_GOOGLE_SYSTEM = "v0.5/v0.5.0/google/cloud_v2.8/resnet-tpuv2-8/results/tpu/entry.json"
+GRAPHCORE = "v1.1/Graphcore/results/ipu-pod16-TF1/resnet/result_0.txt"
+GRAPHCORE_SYSTEM = "v1.1/Graphcore/systems/ipu-pod16-TF1.json"
+TINY_GREEN = "v4.0/tinycorp/results/tinybox_green/resnet/result_0.txt"
+TINY_GREEN_SYSTEM = "v4.0/tinycorp/systems/tinybox_green.json"
+FILES = (SIAT, SIAT_SYSTEM, V05_NVIDIA, V05_NVIDIA_SYSTEM, V05_GOOGLE, V05_GOOGLE_SYSTEM, GRAPHCORE, GRAPHCORE_SYSTEM,
+         TINY_GREEN, TINY_GREEN_SYSTEM)  # fmt: skip
+SECONDS = 1e-6
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    files = raw_files_of("mlperf-training-resnet", *FILES)
+    # the source as ingest.fetched_raw_files gives it to read(), for these files only
+    read_at = {str(file.resolve()): path for path, file in files.items()}
+    source = reference_source("mlperf-training-resnet")
+    source = {**source, "raw_dir": str(cache_dir() / FOLDER.name), "raw_read_at": read_at}
+    entries = {e["log"]: e for e in source["results"]}
+    return files, source, entries
+
+
+def record_of(corpus, log: str, copies=(), reading=None):
+    files, source, entries = corpus
+    fmt, parsed = mt._parse_one(str(files[log]))
+    entry = entries[log]
+    return mt.record(source, entry, files[log], files[entry["system_file"]], fmt, reading or parsed, list(copies),
+                     "ab" * 32)  # fmt: skip
+
+
+def close(got: dict, want: dict) -> None:
+    assert set(got) == set(want)
+    for name, value in want.items():
+        assert got[name] == pytest.approx(value, rel=1e-8, abs=SECONDS), name  # sums of float stamps round
+
+
+def test_systems_json_run_every_field(corpus):
+    rec = record_of(corpus, SIAT)
+    # result_0.txt: :16 run_start 1593193410.509, :34 run_stop 1593193532.867 "success", :7 init_start
+    # 1593192965.834; 5 closed blocks of 4 epochs summing to 119.809 s, no eval intervals; :17 train_samples 1277952
+    run_s, train_s, samples = 1593193532.867 - 1593193410.509, 119.809, 20 * 1277952
+    close(
+        rec.metrics,
+        {
+            "time_total_s": run_s,
+            "time_train_s": train_s,
+            "time_init_s": 1593193410.509 - 1593192965.834,
+            "throughput_run": samples / run_s,
+            "throughput_total": samples / train_s,
+            "throughput_per_worker": samples / train_s / 128,  # the system file: 16 nodes x 8 Ascend910
+            "accuracy_test": 0.75994,  # :33
+        },
+    )
+    # modelarts_128_mindspore_open.json: "number_of_nodes": "16", "accelerators_per_node": "8",
+    # "accelerator_model_name": "Ascend910", "framework": "mindspore-0.3.1", "divison" (sic) "open"
+    assert rec.params == {
+        "model": "resnet50", "framework": "mindspore", "workers": 128, "device": "Ascend910", "data": "real",
+        "batch_per_worker": 4096 // 128, "platform": "modelarts_128_mindspore_open", "api": "mlperf", "epochs": 20,
+    }  # fmt: skip
+    lines = (
+        "accuracy_test: result_0.txt:33; epochs: result_0.txt:32; global_batch_logged: result_0.txt:8; "
+        "init_start_lines: result_0.txt:7; status: result_0.txt:34; throughput_per_worker: result_0.txt:32; "
+        "throughput_run: result_0.txt:34; throughput_total: result_0.txt:32; time_init_s: result_0.txt:16; "
+        "time_total_s: result_0.txt:34; time_train_s: result_0.txt:32; train_samples: result_0.txt:17"
+    )
+    tags = {k: v for k, v in rec.tags.items() if k not in ("citation", "source_url", "mlflow.note.content")}
+    assert tags == {
+        "source": "published",
+        "dataset": "mlperf-training-resnet",
+        # run_start's line: record() asks for lines["run_stop"], a name the reading never gives (reported)
+        "source_line": "result_0.txt:16",
+        "round": "v0.7",
+        "submitter": "SIAT",
+        "system": "modelarts_128_mindspore_open",
+        "division": "open",  # the log's :2 submission_division
+        "accelerator_model": "Ascend910",
+        "accelerators": "128",
+        "accelerators_basis": "number_of_nodes x accelerators_per_node",
+        "nodes": "16",
+        "framework_stated": "mindspore-0.3.1",
+        "interconnect": NOT_STATED,  # accelerator_interconnect and host_networking are ""
+        "global_batch_size": "4096",  # :8
+        "batch_logged": "4096",
+        "train_samples_per_epoch": "1277952",
+        "run_stop_status": "success",
+        "log_format": "mllog",
+        "log_sha256": "ab" * 32,
+        "copies": "none",
+        "system_file": SIAT_SYSTEM,
+        "system_shape": "systems-json",
+        "problems": "none",
+        "source_lines": lines,
+        "status_basis": "run_stop metadata.status",
+        "batch_logged_basis": "global_batch_size",
+        "train_samples_basis": "train_samples",
+        "epochs_basis": "sum of closed blocks' epoch_count",
+        "train_time_basis": "blocks: sum of closed blocks minus the evaluations inside them (no eval interval "
+        "logged: evaluation stays in)",
+        "batch_per_worker_basis": "global batch / accelerators",
+        "init_start_lines": "1",
+    }
+    assert rec.tags["source_url"] == "https://github.com/mlcommons" and rec.tags["citation"].startswith("MLCommons")
+    assert f"mlperf-training-resnet/{SIAT}` line 16" in rec.tags["mlflow.note.content"]
+    assert (rec.experiment, rec.key, rec.status) == ("mlperf-training-resnet", SIAT, "FINISHED")
+    assert (rec.start_ms, rec.end_ms) == (1593193410509, 1593193532867)
+    assert rec.where.endswith(f"{SIAT}:16")  # run_start's line
+    rec.validate()
+
+
+def test_v05_nvidia_per_gpu_batch(corpus):
+    rec = record_of(corpus, V05_NVIDIA, copies=["v0.5/copy/result_0.txt", "v0.6/copy/result_0.txt"])
+    # :3 run_start 1541720386.718659639, :449 run_stop 1541728484.695488691, :337 train_loop 1541720418.766180992,
+    # 16 eval intervals 93.143555641 s (awk); 63 epochs (train_epoch 0 :338 .. eval label 62 :447); :317
+    # input_batch_size 208 per GPU (NVIDIA's code); entry.json: 1 node x 8 "Tesla V100-SXM2-16GB"
+    run_s = 1541728484.695488691 - 1541720386.718659639
+    train_s = (1541728484.695488691 - 1541720418.766180992) - 93.143555641
+    samples = 63 * 1281167  # :328 preproc_num_train_examples
+    close(
+        rec.metrics,
+        {
+            "time_total_s": run_s,
+            "time_train_s": train_s,
+            "throughput_run": samples / run_s,
+            "throughput_total": samples / train_s,
+            "throughput_per_worker": samples / train_s / 8,
+            "accuracy_test": 0.7522,  # :447
+        },
+    )
+    assert rec.params == {
+        "model": "resnet50", "framework": "mxnet", "workers": 8, "device": "V100", "data": "real",
+        "batch_per_worker": 208, "platform": "submission/dgx1_ngc18.11_mxnet", "api": "mlperf", "epochs": 63,
+    }  # fmt: skip
+    tags = rec.tags
+    assert tags["global_batch_size"] == "1664" and tags["batch_logged"] == "208"
+    assert tags["global_batch_basis"] == "v0.5 input_batch_size read as the per accelerator batch"
+    assert tags["batch_logged_basis"] == "input_batch_size (v0.5: its meaning depends on the code)"
+    assert tags["division"] == "closed"  # the log states none: entry.json's "division"
+    assert tags["accelerators_basis"] == "nodes[0].num_nodes x nodes[0].num_accelerators"
+    assert tags["interconnect"] == "InfiniBand EDR 100Gb/s; QPI" and tags["framework_stated"] == "MXNet NGC 18.11"
+    assert tags["system_shape"] == "entry-json" and tags["nodes"] == "1"
+    assert tags["accelerator_model"] == "Tesla V100-SXM2-16GB"
+    assert tags["copies"] == "v0.5/copy/result_0.txt; v0.6/copy/result_0.txt"
+    assert tags["status_basis"] == "run_stop states nothing: last eval_accuracy (line 447) against target 0.749"
+    assert "init_start_lines" not in tags and "time_init_s" not in rec.metrics  # v0.5 logs no init_start
+    assert tags["source_line"] == "result_0.txt:3" and tags["log_format"] == "mlp05"
+    assert rec.end_ms == round((1541720386.718659639 + run_s) * 1000)
+
+
+def test_v05_tpu_chips_and_global_batch(corpus):
+    rec = record_of(corpus, V05_GOOGLE)
+    # entry.json: "accelerator": "tpuv2-8", "num_accelerators": 8 TensorCores = 4 chips; :4 input_batch_size 1024 is
+    # the global batch in Google's code; :400 run_stop {"success": "true"}
+    assert rec.params["workers"] == 4 and rec.params["device"] == "tpuv2" and rec.params["framework"] == "tensorflow"
+    assert rec.params["batch_per_worker"] == 256 and rec.params["epochs"] == 62
+    assert rec.tags["global_batch_size"] == "1024"
+    assert rec.tags["global_batch_basis"] == "v0.5 input_batch_size read as the global batch"
+    assert rec.tags["accelerators_basis"] == "entry.json TPU core count / 2 = chips" and rec.tags["accelerators"] == "4"
+    assert rec.tags["interconnect"] == "TPU" and rec.status == "FINISHED"
+
+
+def test_failed_runs_name_the_reason(corpus):
+    rec = record_of(corpus, GRAPHCORE)  # :138 run_stop {"success": false}, status "aborted"
+    assert rec.status == "FAILED" and rec.tags["run_stop_status"] == "aborted"
+    assert rec.tags["failure_reason"] == (
+        "aborted: the run did not reach the quality target (result_0.txt:138; run_stop metadata.status)"
+    )
+    # ipu-pod16-TF1.json: 1 node x 16 "Graphcore IPU GC200"; "accelerator_interconnect": "IPULINK", host_networking
+    assert rec.params["workers"] == 16 and rec.params["device"] == "Graphcore IPU GC200"
+    assert rec.params["batch_per_worker"] == 200 and rec.params["framework"] == "tensorflow"  # :9 3200 / 16
+    assert rec.tags["interconnect"].startswith("accelerator_interconnect: IPULINK; host_networking: Management")
+    assert rec.metrics["throughput_epochs"] == pytest.approx(38 * 1281167 / 1683.537)  # 38 epochs, 1683.537 s (awk)
+    assert "throughput_epochs: result_0.txt:104" in rec.tags["source_lines"]
+    green = record_of(corpus, TINY_GREEN)  # no run_stop: the log ends at :136
+    assert green.status == "FAILED" and green.end_ms is None and "time_total_s" not in green.metrics
+    assert "throughput_run" not in green.metrics and green.params["epochs"] == 37
+    assert green.tags["failure_reason"] == (
+        "no_run_stop: the run did not reach the quality target (result_0.txt (end of file); no run_stop line: the log "
+        "ends before the run did)"
+    )
+    assert green.tags["source_line"] == "result_0.txt:9"  # no run_stop: run_start's line
+    assert green.params["device"] == "RTX 4090" and green.params["framework"] == "tinygrad"
+    assert green.params["workers"] == 6 and green.params["batch_per_worker"] == 1536 // 6
+
+
+def edited(corpus, log: str, **values):
+    files = corpus[0]
+    fmt, reading = mt._parse_one(str(files[log]))
+    reading = {**reading, "values": {**reading["values"], **values}}
+    return fmt, reading
+
+
+def test_v05_multi_node_counts_the_nodes_that_ran(corpus):
+    # v0.5 NVIDIA multi-node logs: one run_clear_caches line per node that ran (80 in dgx1_multi); the single-node
+    # log's reading edited to say 5 nodes ran: 5 x 8 GPUs, the line of the count noted
+    _, reading = edited(corpus, V05_NVIDIA, run_clear_caches_lines=5)
+    rec = record_of(corpus, V05_NVIDIA, reading=reading)
+    assert rec.params["workers"] == 40 and rec.tags["accelerators"] == "40"
+    assert rec.tags["accelerators_basis"] == "run_clear_caches lines (nodes that ran) x GPUs per node"
+    assert rec.tags["global_batch_size"] == str(208 * 40) and rec.params["batch_per_worker"] == 208
+    _, reading = edited(corpus, V05_NVIDIA, run_clear_caches_lines=2)  # two nodes are several
+    assert record_of(corpus, V05_NVIDIA, reading=reading).params["workers"] == 16
+    _, reading = mt._parse_one(str(corpus[0][V05_NVIDIA]))
+    del reading["values"]["run_clear_caches_lines"]  # none logged: entry.json's count
+    assert record_of(corpus, V05_NVIDIA, reading=reading).params["workers"] == 8
+    _, reading = edited(corpus, V05_GOOGLE, run_clear_caches_lines=5)  # Google's: the entry's count stands
+    assert record_of(corpus, V05_GOOGLE, reading=reading).params["workers"] == 4
+
+
+def test_batches_that_are_not_stated(corpus):
+    # a v0.5 submitter whose input_batch_size means neither (Intel's per-worker batch): no global batch
+    files, source, entries = corpus
+    fmt, reading = mt._parse_one(str(files[V05_NVIDIA]))
+    entry = {**entries[V05_NVIDIA], "submitter": "intel"}
+    rec = mt.record(source, entry, files[V05_NVIDIA], files[V05_NVIDIA_SYSTEM], fmt, reading, [], "0" * 64)
+    assert rec.tags["global_batch_size"] == NOT_STATED and rec.tags["global_batch_basis"] == "not stated"
+    assert rec.params["batch_per_worker"] == NOT_STATED and "batch_per_worker_basis" not in rec.tags
+    # no batch logged at all (SIAT's :8 cut): not stated
+    _, reading = mt._parse_one(str(corpus[0][SIAT]))
+    del reading["values"]["global_batch_logged"], reading["basis"]["global_batch_logged"]
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert rec.tags["global_batch_size"] == NOT_STATED and rec.tags["batch_logged"] == "None"
+    # a global batch the accelerators do not divide: 4097 over 128
+    _, reading = edited(corpus, SIAT, global_batch_logged=4097)
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert rec.tags["global_batch_size"] == "4097" and rec.params["batch_per_worker"] == NOT_STATED
+    assert rec.tags["batch_per_worker_basis"] == "does not divide: not stated"
+
+
+def test_other_benchmark_is_refused(corpus):
+    _, reading = edited(corpus, SIAT, submission_benchmark="BERT")
+    with pytest.raises(SchemaError, match=rf"^\S*{SIAT}:1: benchmark 'bert', not resnet$"):
+        record_of(corpus, SIAT, reading=reading)
+
+
+def test_counts_and_frameworks():
+    assert mt._count("1") == 1
+    assert [mt._count(v) for v in ("8", " 16 ", 4.0, "2.5", "0", "-3", "x", None)] == [8, 16, 4, None, None, None,
+                                                                                       None, None]  # fmt: skip
+    assert mt._framework("NGC MXNet 21.05") == "mxnet" and mt._framework("PaddlePaddle 2.0") == "paddle"
+    assert mt._framework("Poplar SDK") == "poplar" and mt._framework("") == NOT_STATED  # no framework: its first word
+
+
+def test_readings_are_kept_and_reused(corpus, tmp_path, monkeypatch):
+    files = corpus[0]
+    cache = tmp_path / "cache" / ".readings.json"
+    digest = "cd" * 32
+    # a reading kept from the last import under the same code is used as it is: no log is parsed
+    kept = {"code": mt._code_digest(), "readings": {digest: ["mllog", {"values": {"epochs": 7}}]}}
+    cache.parent.mkdir()
+    cache.write_text(json.dumps(kept))
+    assert mt._parse_all({digest: Path("/nonexistent")}, False, cache) == {digest: ("mllog", {"values": {"epochs": 7}})}
+    # another code's readings, or a cache that cannot be read, are parsed again and the cache rewritten
+    for stored in (json.dumps({**kept, "code": "old"}), "{not json", json.dumps({"code": mt._code_digest()})):
+        cache.write_text(stored)
+        out = mt._parse_all({digest: files[SIAT]}, False, cache)
+        assert out[digest][0] == "mllog" and out[digest][1]["values"]["epochs"] == 20
+        again = json.loads(cache.read_text())
+        assert again["code"] == mt._code_digest() and again["readings"][digest][1]["values"]["epochs"] == 20
+    assert [p.name for p in cache.parent.iterdir()] == [".readings.json"]  # no part file left
+    # a cache that cannot be written is skipped
+    (tmp_path / "file").write_text("")
+    mt._write_json(tmp_path / "file" / "x.json", {})  # its folder is a file: no error, nothing written
+    assert (tmp_path / "file").read_text() == ""
+
+
+def test_code_digest_is_of_the_two_reading_modules():
+    import hashlib
+
+    here = Path(mt.__file__).parent
+    want = hashlib.sha256((here / "logs" / "mlperf_events.py").read_bytes() + (here / "mlperf_reading.py").read_bytes())
+    assert mt._code_digest() == want.hexdigest()
+
+
+def test_a_log_that_is_not_mlperf_names_its_file(tmp_path):
+    log = tmp_path / "result_0.txt"
+    log.write_text("no marker here\n")
+    with pytest.raises(SchemaError, match=rf"^{log}:1: no MLPerf log line "):
+        mt._parse_one(str(log))
+
+
+def test_metrics_only_above_zero(corpus):
+    # SIAT's reading edited: no training time, half a second of init, no timed window
+    _, reading = edited(corpus, SIAT, train_time_s=0.0, time_init_s=0.5)
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert "time_train_s" not in rec.metrics and "throughput_total" not in rec.metrics
+    assert rec.metrics["time_init_s"] == 0.5
+    _, reading = mt._parse_one(str(corpus[0][SIAT]))
+    del reading["values"]["train_window_epochs"]
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert "throughput_total" not in rec.metrics and rec.metrics["time_train_s"] == pytest.approx(119.809, abs=SECONDS)

@@ -1,0 +1,184 @@
+"""ingest/logs/tf_cnn_text.py in this process: every tag and line of a real run (the az-2xm-60 shell trace of
+../shared/reference/keras-multi-gpu-2017, read by hand: line numbers in the comments), the variable_update spellings
+of the TF 2017 tables, and each refusal as its exact line. Branches no real log takes use a real run cut out of the
+trace and edited (said so), or a Horovod log written from the format's print statements (tests/test_ingest_logs.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+from scalestudy.ingest.logs import LogOptions, user_source
+from scalestudy.ingest.logs.tf_cnn_text import parse, sniff, variable_update
+from scalestudy.schema import NOT_STATED, SchemaError
+
+TRACE = REPO.parent / "shared" / "reference" / "keras-multi-gpu-2017" / "benchmark_batch_inception3_az-2xm-60.txt"
+pytestmark = [pytest.mark.may_skip, pytest.mark.skipif(not TRACE.is_file(), reason=f"{TRACE} is not here")]
+
+
+def options(**given) -> LogOptions:
+    return LogOptions(source=user_source("logs-test"), **given)
+
+
+@pytest.fixture(scope="module")
+def trace_lines() -> list[str]:
+    return TRACE.read_bytes().decode().split("\n")
+
+
+def run4(trace_lines, tmp_path: Path, edit=lambda lines: lines) -> Path:
+    """The trace's fourth run (:164-:218, `--variable_update replicated`, Use NCCL True), alone in a file."""
+    log = tmp_path / "run4.txt"
+    log.write_text("\n".join(edit(trace_lines[163:218])) + "\n")
+    return log
+
+
+def test_replicated_nccl_run_every_tag(trace_lines):
+    records = parse(TRACE, options(platform="az-2x-m60"))
+    rec = records[3]
+    name = TRACE.name
+    assert rec.params == {
+        "model": "inception3", "framework": "tensorflow", "api": "tf_cnn_benchmarks", "workers": 2, "device": "M60",
+        "data": "synthetic", "batch_per_worker": 32, "platform": "az-2x-m60", "variable_update": "replicated (nccl)",
+    }  # fmt: skip
+    assert rec.metrics == {"throughput_total": 94.57}  # :217
+    tags = {k: v for k, v in rec.tags.items() if k not in ("log_path", "log_sha256", "mlflow.note.content")}
+    assert tags == {
+        "batch_global": "64",  # :193 `Batch size:  64 global`
+        "citation": "benchmark logs imported into logs-test",
+        "command": "python ./tf_cnn_benchmarks.py --model inception3 --num_gpus 2 --variable_update replicated",
+        "dataset": "logs-test",
+        "device_name": "Tesla M60",  # :171
+        "last_logged_step": "100",  # :215
+        "local_parameter_device": "gpu",  # not on the command line: tf_cnn_benchmarks' default
+        "log_file": name,
+        "log_format": "tf_cnn_text",
+        "source": "published",
+        "source_line": f"{name}:217",
+        "source_lines": f"model: {name}:191; batch_per_worker: {name}:194; workers: {name}:193; "
+        f"throughput_total: {name}:217; data: {name}:164; device: {name}:171",
+        "source_url": "",
+        "tensorflow_version": "1.3",  # :190
+        "use_nccl": "true",  # :199
+        "variable_update_raw": "replicated",  # :198
+    }
+    assert rec.status == "FINISHED" and rec.where == f"{TRACE}:164"
+    assert [r.key.rsplit("#", 1)[1] for r in records] == ["1", "2", "3", "4", "5", "6"]  # the runs in file order
+    assert f"`{name}` line 217 (tf_cnn_benchmarks text output" in rec.tags["mlflow.note.content"]
+    # the first run (:1-:54) and the fifth (`--use_nccl False`, :219)
+    assert records[0].params["variable_update"] == "parameter_server (gpu)" and "use_nccl" not in records[0].tags
+    assert records[4].params["variable_update"] == "replicated (gpu, no nccl)"
+    assert records[4].tags["use_nccl"] == "false" and records[4].where == f"{TRACE}:219"
+
+
+def test_variable_update_spellings():
+    h = {"Use NCCL": ("True", 9)}
+    assert variable_update("parameter_server", {}, {}, "") == (
+        "parameter_server",
+        {"variable_update_raw": "parameter_server", "local_parameter_device": NOT_STATED},
+    )
+    assert (
+        variable_update("parameter_server", {"local_parameter_device": "CPU"}, {}, "x")[0] == "parameter_server (cpu)"
+    )
+    assert variable_update("replicated", {}, {"AllReduce": ("xring", 3)}, "x") == (
+        "replicated (xring)",
+        {"variable_update_raw": "replicated", "local_parameter_device": "gpu", "all_reduce_spec": "xring"},
+    )
+    assert variable_update("replicated", {}, {"AllReduce": ("None", 3)}, "x")[0] == "replicated"
+    assert variable_update("replicated", {}, h, "x")[0] == "replicated (nccl)"
+    assert variable_update("replicated", {}, {"Use NCCL": ("False", 9)}, "")[0] == "replicated (no nccl)"
+    assert variable_update("replicated", {"use_nccl": ""}, {}, "x")[1]["use_nccl"] == "true"  # a bare flag
+    assert variable_update("replicated", {"use_nccl": "no"}, {}, "x")[1]["use_nccl"] == "false"
+    assert variable_update("replicated", {"use_nccl": "1"}, h | {"Use NCCL": ("no", 9)}, "x")[1]["use_nccl"] == "false"
+    assert variable_update("horovod", {}, {}, "")[0] == "horovod"
+
+
+def test_sniff():
+    assert sniff(["x", "[1,0]<stdout>:total images/sec: 3.5"]) and sniff(["  10\timages/sec: 1.0 +/- 0.1 (jitter"])
+    assert sniff(["+ python tf_cnn_benchmarks.py --model x"]) and not sniff(["images/sec", "total: 3"])
+
+
+def test_refusals_name_the_line(trace_lines, tmp_path):
+    def refused(edit, pattern: str, **given) -> None:
+        with pytest.raises(SchemaError, match=pattern):
+            parse(run4(trace_lines, tmp_path, edit), options(platform="p", **given))
+
+    log = str(tmp_path / "run4.txt")
+    esc = log.replace(".", r"\.")
+    # in the cut: :1 the command, :28 Model, :29 Mode, :30-:31 Batch size, :54 total, :55 the last line
+    drop = lambda pattern: lambda lines: [x for x in lines if pattern not in x]  # noqa: E731
+    refused(drop("Model:"), rf"^{esc}:54: the run starting at line 1 has no 'Model:' header line$")
+    swap = lambda old, new: lambda lines: [x.replace(old, new) for x in lines]  # noqa: E731
+    refused(swap("inception3", "nonet"), rf"^{esc}:28: unknown model name 'nonet' \(known: ")
+    refused(swap("training", "forward-only"), rf"^{esc}:29: a 'forward-only' run: only training runs have a ")
+    no_batch = "the run starting at line 1 has no 'Batch size: G global' / 'P per device' header$"
+    refused(swap("32 per device", "thirty"), rf"^{esc}:55: {no_batch}")
+    refused(swap("64 global", "sixty-four"), rf"^{esc}:30: 'Batch size: sixty-four' is not 'G global'$")
+    refused(swap("32 per device", "48 per device"), rf"^{esc}:31: 48 per device does not divide the global batch 64$")
+    (one,) = parse(run4(trace_lines, tmp_path, swap("32 per device", "1 per device")), options(platform="p"))
+    assert (one.params["workers"], one.params["batch_per_worker"]) == (64, 1)
+    refused(swap("32 per device", "0 per device"), rf"^{esc}:31: 0 per device does not divide the global batch 64$")
+    refused(swap("total images/sec: 94.57", "total images/sec: n/a"), rf"^{esc}:54: 'total images/sec' 'n/a' is not ")
+    twice = lambda lines: lines[:54] + ["total images/sec: 1.0"] + lines[54:]  # noqa: E731
+    refused(twice, rf"^{esc}:55: 2 'total images/sec' lines in the run starting at line 1, but it has 1 rank\(s\) "
+            r"\(2 GPUs, variable_update replicated\): a run without its header\?$")  # fmt: skip
+    refused(drop("total images/sec"), rf"^{esc}:54: the run starting at line 1 stops with no 'total images/sec' line ")
+    with pytest.raises(SchemaError, match=rf"^{esc}:1: no tf_cnn_benchmarks run \(no header, no 'total images/sec'\)"):
+        parse(run4(trace_lines, tmp_path, lambda lines: ["nothing"]), options(platform="p"))
+
+
+def test_failed_run_and_cpu_devices(trace_lines, tmp_path):
+    def crash(lines):  # the run ends in a Python error instead of its total (edited)
+        return lines[:53] + ["Traceback (most recent call last):", "ValueError: " + "x" * 300]
+
+    (rec,) = parse(run4(trace_lines, tmp_path, crash), options(platform="p"))
+    assert rec.status == "FAILED" and rec.metrics == {}
+    assert rec.tags["failure_reason"] == f"ValueError: {'x' * 188} (run4.txt:55)"  # the first 200 characters
+    assert rec.tags["source_line"] == "run4.txt:55"  # the error's line
+    assert rec.tags["last_logged_step"] == "100"
+    cpu = lambda lines: [x.replace("['/gpu:0', '/gpu:1']", "['/cpu:0']") for x in lines]  # noqa: E731
+    (rec,) = parse(run4(trace_lines, tmp_path, cpu), options(platform="p"))
+    assert rec.params["device"] == "cpu" and "device_name" not in rec.tags
+    (rec,) = parse(run4(trace_lines, tmp_path), options(platform="p", device="K80"))  # --device wins, no name
+    assert rec.params["device"] == "K80" and "device_name" not in rec.tags
+    real = lambda lines: [lines[0] + " --data_dir=/data/imagenet", *lines[1:]]  # noqa: E731
+    (rec,) = parse(run4(trace_lines, tmp_path, real), options(platform="p"))
+    assert rec.params["data"] == "real" and "data: run4.txt:1" in rec.tags["source_lines"]
+    dataset = lambda lines: lines[:28] + ["Dataset:     imagenet", *lines[28:]]  # noqa: E731
+    (rec,) = parse(run4(trace_lines, tmp_path, dataset), options(platform="p"))
+    assert rec.params["data"] == "real" and "data: run4.txt:29" in rec.tags["source_lines"]
+
+
+# Two Horovod ranks as TF 2.x's tf_cnn_benchmarks prints them (its print statements; no real sample here)
+HOROVOD_LOG = """\
+[1,0]<stdout>:TensorFlow:  2.1
+[1,0]<stdout>:Model:       resnet50
+[1,0]<stdout>:Dataset:     imagenet (synthetic)
+[1,0]<stdout>:Batch size:  128 global
+[1,0]<stdout>:             64.0 per device
+[1,0]<stdout>:Variables:   horovod
+[1,1]<stdout>:Model:       resnet50
+[1,1]<stdout>:Batch size:  128 global
+[1,1]<stdout>:             64 per device
+[1,0]<stdout>:100\timages/sec: 305.5 +/- 0.4 (jitter = 1.2)\t7.6
+[1,0]<stdout>:total images/sec: 305.25
+[1,1]<stdout>:total images/sec: 302.75
+"""
+
+
+def test_horovod_ranks_summed(tmp_path):
+    log = tmp_path / "hvd.txt"
+    log.write_text(HOROVOD_LOG)
+    (rec,) = parse(log, options(platform="p", device="V100"))
+    assert rec.tags["rank_totals"] == "305.25 (hvd.txt:11), 302.75 (hvd.txt:12)"
+    assert rec.metrics == {"throughput_total": 305.25 + 302.75, "throughput_per_worker": (305.25 + 302.75) / 2}
+    assert rec.tags["batch_global"] == "128" and "command" not in rec.tags and rec.tags["tensorflow_version"] == "2.1"
+    assert "batch_per_worker: hvd.txt:5" in rec.tags["source_lines"]  # `64.0 per device`, rank 0's
+    assert rec.tags["source_line"] == "hvd.txt:11" and rec.params["workers"] == 2
+
+    log.write_text("".join(HOROVOD_LOG.splitlines(keepends=True)[:-1]))  # rank 1's total missing
+    with pytest.raises(
+        SchemaError, match=r"^\S*hvd\.txt:11: the run starting at line 1 stops with 1 of 2 ranks' totals "
+    ):
+        parse(log, options(platform="p", device="V100"))
