@@ -33,7 +33,7 @@ def read(folder: Path) -> list[RunRecord]:
                 key=f"{params['model']}/{params['workers']}",
                 params=params,
                 where=where,
-                tags={**published_tags(source, where.split("/")[-1]), "claim": row["claim"]},
+                tags={**published_tags(source, where), "claim": row["claim"]},
             )
         )
     return records
