@@ -447,8 +447,8 @@ def test_device_names():
 # The command, on a real SQLite store
 
 
-def test_cli_in_process_with_failed_runs_and_guards(tmp_path, monkeypatch, capsys):
-    uri = f"sqlite:///{tmp_path / 'store.db'}"
+def test_cli_in_process_with_failed_runs_and_guards(empty_store, tmp_path, monkeypatch, capsys):
+    uri = empty_store  # tmp_path/store.db, its tables made
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     assert main(["logs", str(KERAS_7G), "--experiment", "mine", "--platform", "7gforce"]) == 0
     assert "28 runs (4 failed) from 1 file(s)" in capsys.readouterr().out
