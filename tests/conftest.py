@@ -43,6 +43,8 @@ def data_cache(tmp_path_factory):
 PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
 # The xdist controller's background build of the published runs, and the fixtures that wait for it.
 BACKGROUND = pytest.StashKey[tuple]()
+# Under pytest-xdist, the tests' temporary folders (tmp_path) are made in memory-backed /dev/shm too.
+BASETEMP = pytest.StashKey[Path]()
 PUBLISHED_FIXTURES = {"published_store", "published_figures", "published_folder"}
 
 
@@ -64,7 +66,12 @@ def pytest_configure(config):
     """Under pytest-xdist, the controller (which runs no test) builds the published store and figures in the
     background (tests/published.py), and tells the workers where through the environment they inherit."""
     workers = getattr(config.option, "numprocesses", None)
-    if not workers or hasattr(config, "workerinput") or os.environ.get(PREBUILT_STORE) or not have_raw_data():
+    if not workers or hasattr(config, "workerinput"):
+        return
+    if config.option.basetemp is None:  # the tests' own stores too: SQLite syncs each write (see scratch_folder)
+        config.option.basetemp = scratch_folder()
+        config.stash[BASETEMP] = config.option.basetemp
+    if os.environ.get(PREBUILT_STORE) or not have_raw_data():
         return
     folder = scratch_folder()
     config.stash[BACKGROUND] = (published.start(folder), folder)
@@ -72,6 +79,8 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    if BASETEMP in config.stash:
+        shutil.rmtree(config.stash[BASETEMP], ignore_errors=True)
     proc, folder = config.stash.get(BACKGROUND, (None, None))
     if proc is not None:
         if proc.poll() is None:
