@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -198,3 +199,13 @@ def test_table_vs_log_pairs_printed_values_with_a_log_by_hand():
         ("t.md:4", "status"): ("error", "FINISHED", False),
     }
     assert set(pairs["log_run_id"]) == {"L1", "L2"}
+
+
+@pytest.mark.parametrize("absent", ["time_work_s", "time_first_interval_s", "time_steady_interval_s"])
+def test_without_warmup_gives_no_work_time_where_a_time_is_absent(absent):
+    times = {"time_work_s": 100.0, "time_first_interval_s": 12.0, "time_steady_interval_s": 2.0}
+    full = derive.without_warmup(pd.DataFrame([{"run_id": "a", **times}])).iloc[0]
+    assert (full["time_warmup_extra_s"], full["time_work_s"]) == (10.0, 90.0)  # 12 - 2 s; 100 - 10 s
+    out = derive.without_warmup(pd.DataFrame([{"run_id": "a", **{k: v for k, v in times.items() if k != absent}}]))
+    assert out[absent].dtype == float and np.isnan(out.loc[0, absent])
+    assert np.isnan(out.loc[0, "time_work_s"]) and out["time_work_s"].dtype == float

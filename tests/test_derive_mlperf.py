@@ -117,3 +117,39 @@ def test_corpus_families(published_store):
     )
     assert top["speedup_time_to_train"] == pytest.approx(base["time_total_s"] / top["time_total_s"])
     assert top["speedup_time_to_train"] < top["speedup_throughput"] < 540  # more epochs at 85 than 35
+
+
+def test_family_summary_every_column_by_hand():
+    runs = pd.DataFrame([
+        run(n=8, thr=24000.0, ttt=1800.0, epochs=35, division="open"),
+        run(n=64, thr=160000.0, ttt=300.0, epochs=40, batch=26112),
+        run(n=512, thr=1000000.0, ttt=100.0, epochs=60),
+        run("v0.7", "Google", "tpu-v3", "TensorFlow 2.x", n=16, thr=2.0, ttt=50.0, epochs=44),
+        run("v0.7", "Google", "tpu-v3", "TensorFlow 2.x", n=32, thr=4.0, ttt=30.0, epochs=44),
+        run("v0.7", "Google", "tpu-v3", "TensorFlow 2.x", n=128, thr=12.0, ttt=10.0, epochs=48),
+    ])  # fmt: skip
+    google = runs["submitter"] == "Google"
+    runs.loc[google, "device"], runs.loc[google, "framework"] = "TPU v3", "tensorflow"
+    rows = derive.family_summary(derive.scale_families(runs)).to_dict("records")
+    assert rows == [
+        # per chip 2/16 = 0.125 at 16, 12/128 = 0.09375 at 128: 0.75; 12/2 = 6 times the images/s; 50 s / 10 s
+        {"family": "v0.7 · Google · tpu-v3 · TensorFlow 2.x", "round": "v0.7", "submitter": "Google",
+         "device": "TPU v3", "framework_short": "tensorflow", "divisions": "closed", "accelerator_model": "tpu-v3",
+         "accelerator_kind": "TPU", "framework": "TensorFlow 2.x", "scales": 3, "accelerators_min": 16,
+         "accelerators_max": 128, "batch_min": 408 * 16, "batch_max": 408 * 128, "epochs_min": 44, "epochs_max": 48,
+         "efficiency_throughput_at_max": 0.75, "speedup_throughput_at_max": 6.0, "speedup_time_to_train_at_max": 5.0,
+         "scale_at_max": 8.0, "run_ids": ["Google-16-2.0", "Google-32-4.0", "Google-128-12.0"]},
+        # per GPU 3000 at 8, 1953.125 at 512; 1e6 / 24000 images/s; 1800 s / 100 s; one open, two closed systems
+        {"family": "v2.0 · NVIDIA · nvidia a100-sxm4-80gb · MXNet 22.04", "round": "v2.0", "submitter": "NVIDIA",
+         "device": "A100", "framework_short": "mxnet", "divisions": "closed+open",
+         "accelerator_model": "NVIDIA A100-SXM4-80GB", "accelerator_kind": "GPU", "framework": "MXNet 22.04",
+         "scales": 3, "accelerators_min": 8, "accelerators_max": 512, "batch_min": 408 * 8, "batch_max": 408 * 512,
+         "epochs_min": 35, "epochs_max": 60, "efficiency_throughput_at_max": pytest.approx(1953.125 / 3000),
+         "speedup_throughput_at_max": pytest.approx(1e6 / 24000), "speedup_time_to_train_at_max": 18.0,
+         "scale_at_max": 64.0, "run_ids": ["NVIDIA-8-24000.0", "NVIDIA-64-160000.0", "NVIDIA-512-1000000.0"]},
+    ]  # fmt: skip
+    # the families in the order given (table 6 orders them itself); no division or run_id column: "" and []
+    fam = derive.scale_families(runs)
+    reordered = derive.family_summary(fam.iloc[::-1].drop(columns=["division", "run_id"]))
+    assert list(reordered["family"]) == [rows[1]["family"], rows[0]["family"]]
+    assert list(reordered["divisions"]) == ["", ""] and list(reordered["run_ids"]) == [[], []]
