@@ -33,3 +33,15 @@ def test_a_view_is_a_pure_function_of_its_runs():
     assert both.link.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%2210%22%5D&workflowType=")
     assert both.name == "figure-7 · 3 runs in tf-benchmarks-2017, horovod-docs"
     assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
+
+
+def test_a_views_tag_is_the_ui_envelope_with_sorted_keys_and_its_place_as_time():
+    from scalestudy.ui.links import View
+
+    view = View("k", "figure-3 · 2 runs", ("1",), {"b": [1, 2], "a": "x"})
+    # MLflow's UI lists views newest first: place 0 is 1,000,000 ms, place 2 is 999,998 ms
+    assert view.tag_value(2) == (
+        '{"createdAt": 999998, "name": "figure-3 \\u00b7 2 runs", "state": "{\\"a\\": \\"x\\", \\"b\\": [1, 2]}", '
+        '"updatedAt": 999998}'
+    )
+    assert json.loads(view.tag_value())["createdAt"] == 1_000_000
