@@ -13,7 +13,7 @@ RESULT = {
     "allreduce": "ring",
     "fit_points": 6,
     "fit_workers": "1-16",
-    "residual_rms": 0.01234,
+    "residual_rms": 0.1,  # 10.0 points (101 x would read 10.1)
     "parameters": {
         "intra_GBps": {"value": 9.87654, "low": 8.1, "high": 11.25},
         "overlap": {"value": 0.5, "low": 0.0004, "high": 0.9996},
@@ -49,7 +49,7 @@ def test_every_line_of_the_printout(monkeypatch, capsys):
     assert command_line.validate_command(["bootstrap=7"]) == 0
     assert seen["runs"] is runs and seen["settings"]["bootstrap"] == 7
     block = [
-        "(K80, parameter server; ring): fitted on 6 points at 1-16 GPUs, residual rms 1.2 points",
+        "(K80, parameter server; ring): fitted on 6 points at 1-16 GPUs, residual rms 10.0 points",
         "  intra_GBps      9.877  (95 %: 8.100 .. 11.250)",
         "  overlap         0.500  (95 %: 0.000 .. 1.000)",
     ]
