@@ -6,6 +6,7 @@ triage of docs/mutation-triage.yaml (why a survivor is equivalent).
     make mutation-check                                   # every module (hours on 2 cores; resumes where it stopped)
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*'   # the mutants of one module
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*' --again  # those not killed, again
+    .venv/bin/python scripts/mutation_report.py --run --again --relink       # every mutant not killed, fast first
     .venv/bin/python scripts/mutation_report.py                              # the report of what has run
 
 mutmut copies src/ (and also_copy) into mutants/, generates every mutant of a function behind a trampoline, and runs
@@ -93,23 +94,26 @@ def tree_copy(dest: Path) -> None:
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "the tree under mutation"], cwd=dest, check=True)
 
 
-def forget_untested(relink: bool) -> None:
-    """Mark the mutants mutmut found no test for as unchecked, so that this run looks for their tests again (new
-    tests, or with `relink` the whole record of which test calls which function, made again: the stats file)."""
+def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
+    """Mark the mutants of these statuses as unchecked, so that mutmut (run without names) runs them again. By default
+    those it found no test for: this run looks for their tests again (new tests, or with `relink` the whole record of
+    which test calls which function, made again: the stats file)."""
     if relink:
         (REPO / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     for meta in (REPO / "mutants" / "src").rglob("*.py.meta"):
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
-        if any(STATUS.get(code) == "no tests" for code in codes.values()):
-            data["exit_code_by_key"] = {k: None if STATUS.get(c) == "no tests" else c for k, c in codes.items()}
+        if any(STATUS.get(code, "suspicious") in statuses for code in codes.values()):
+            data["exit_code_by_key"] = {
+                k: None if STATUS.get(c, "suspicious") in statuses else c for k, c in codes.items()
+            }
             meta.write_text(json.dumps(data))
 
 
 def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False) -> int:
     # Made before Python starts (a PYTHONPATH entry missing at start-up is cached as absent for good).
     tree_copy(REPO / "mutants")
-    forget_untested(relink)
+    forget(relink)
     # mutmut_site/sitecustomize.py: what a test's `python -m scalestudy...` child calls counts for the test
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'mutants' / 'src'}:{REPO / 'scripts' / 'mutmut_site'}")
     env.pop("SCALESTUDY_REQUIRE_ALL", None)
@@ -213,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--again",
         action="store_true",
-        help="with --run: only the mutants of those names/globs not killed yet (after new tests)",
+        help="with --run: only the mutants of those names/globs not killed yet (after new tests); no names: all",
     )
     parser.add_argument(
         "--relink",
@@ -229,8 +233,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is not None:
         started = time.monotonic()
         names = args.run
-        if args.again:  # mutmut reruns a mutant that has a result only when it is named
-            globs, known = args.run or ["*"], [name for mutants in results().values() for name in mutants]
+        if args.again and not args.run:  # every mutant not caught: unchecked again, run in mutmut's own order
+            forget(False, ("survived", "no tests", "skipped", "suspicious"))
+        elif args.again:  # mutmut reruns a mutant that has a result only when it is named
+            globs, known = args.run, [name for mutants in results().values() for name in mutants]
             names = [name for mutants in results().values() for name, status in mutants.items()
                      if status not in CAUGHT and any(fnmatch.fnmatchcase(name, g) for g in globs)]  # fmt: skip
             # a glob no known mutant matches (a module or function new since the last run) goes as it is

@@ -82,9 +82,19 @@ def test_each_run_looks_again_for_the_tests_of_mutants_that_had_none(tmp_path, m
     before = (tmp_path / "mutants/src/scalestudy/paper/numbers.py.meta").read_text()
     stats = tmp_path / "mutants" / "mutmut-stats.json"
     stats.write_text("{}")
-    mutation_report.forget_untested(relink=False)
+    mutation_report.forget(relink=False)
     codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
     assert codes == {f"{name}1": 1, f"{name}2": 0, f"{name}3": None, f"{name}4": None, f"{name}5": None}
     assert (tmp_path / "mutants/src/scalestudy/paper/numbers.py.meta").read_text() == before and stats.exists()
-    mutation_report.forget_untested(relink=True)
+    mutation_report.forget(relink=True)
     assert not stats.exists()
+
+
+def test_again_without_names_makes_every_mutant_not_caught_unchecked(tmp_path, monkeypatch):
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)
+    name = "scalestudy.derive.x_f__mutmut_"
+    meta(tmp_path, "scalestudy/derive.py", {f"{name}{i}": c for i, c in enumerate([1, 0, 33, 36, 34, 99, None], 1)})
+    mutation_report.forget(False, ("survived", "no tests", "skipped", "suspicious"))
+    codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{name}1": 1, f"{name}2": None, f"{name}3": None, f"{name}4": 36, f"{name}5": None,
+                     f"{name}6": None, f"{name}7": None}  # fmt: skip
