@@ -275,3 +275,21 @@ def test_a_download_failing_with_an_error_that_carries_no_response_names_its_typ
     raw = RawFile("f.log", "https://h/f.log", LOG1_SHA, "source.yaml:2")
     with pytest.raises(SchemaError, match=r"https://h/f\.log could not be fetched \(OSError\): download"):
         fetch_raw_files("d", [raw])
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "inf", "nan", "soon", "0.0"])
+def test_download_timeout_refuses_what_is_not_seconds_above_zero(text, monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", text)
+    with pytest.raises(SchemaError, match=rf"^SCALESTUDY_DOWNLOAD_TIMEOUT='{text}' is not a number of seconds > 0$"):
+        fetch.download_timeout()
+
+
+def test_download_timeout_reads_seconds_and_defaults_to_20(monkeypatch):
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", " 2.5 ")
+    assert fetch.download_timeout() == 2.5
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", "0.001")
+    assert fetch.download_timeout() == 0.001
+    monkeypatch.setenv("SCALESTUDY_DOWNLOAD_TIMEOUT", "  ")
+    assert fetch.download_timeout() == 20.0
+    monkeypatch.delenv("SCALESTUDY_DOWNLOAD_TIMEOUT")
+    assert fetch.download_timeout() == 20.0

@@ -79,7 +79,7 @@ def test_claims_table_every_field(monkeypatch):
     assert table["scales"][1]["systems"][0]["efficiency"] == pytest.approx(0.9)
     # min_scales from the settings: at 2, the Dell pair is a family too (512 GPUs, distance 0, the later round)
     two = report.claims_table(runs, scaling={"mlperf": {"runs": {"experiment": "mlperf-training-resnet"},
-                                                        "min_scales": 2}})  # fmt: skip
+                                                        "min_scales": 2}}, nearest_factor=2)  # fmt: skip
     assert [(s["family"], s["efficiency"]) for s in two["scales"][0]["systems"]] == [
         ("v0.6 NVIDIA V100: 16, 256, 512", pytest.approx(0.8)),
         ("v1.0 Dell A100: 128, 512", pytest.approx(0.5)),

@@ -1,5 +1,7 @@
 """The MLflow module: both read paths agree, and writes are idempotent and all-or-nothing."""
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -119,3 +121,8 @@ def test_descriptions_and_saved_views_are_written_only_when_they_change(uri):
     }
     with pytest.raises(StoreError, match="no active experiment with id 999"):
         save_views({"999": {"ours-1": "x"}}, ours, uri)
+    save_views({experiment_id: {"ours-1": "a", "ours-3": "b"}}, ours, uri)
+    assert save_views({}, ours, uri) == {"written": 0, "unchanged": 0, "deleted": 2}  # ours-1 and -3
+    # a write MLflow refuses (a tag value over its length limit) names the store
+    with pytest.raises(StoreError, match=rf"^store {re.escape(uri)}: writing failed: MlflowException: "):
+        save_views({experiment_id: {"ours-1": "x" * 1_000_000}}, ours, uri)

@@ -207,3 +207,34 @@ def test_blocks_the_order_does_not_list_come_alphabetically_and_gpu_counts_are_i
     data = tv.backend_comparison(runs, blocks=["framework"], order={}, metrics=["throughput_total"])
     assert [b["framework"] for b in data["blocks"]] == ["caffe", "mx", "tf"]
     assert data["workers"] == [1, 2, 4] and all(type(n) is int for n in data["workers"])
+
+
+def test_backend_comparison_lists_each_blocks_setup_in_the_sidecar():
+    """Every fact a block's runs share or not goes into the sidecar as text: integer floats without '.0', several
+    values sorted and joined, missing ones left out."""
+    runs = keras_like().assign(
+        device=["V100", "V100", "K80", "P100", None],
+        data=["synthetic", "imagenet", "synthetic", "synthetic", "synthetic"],
+        batch_per_worker=[64.0, 64.0, 32.0, 32.0, None],
+        seed=[1, 1, 2, 3, None],
+    )
+    data = tv.backend_comparison(runs, blocks=["framework"], order={}, metrics=["throughput_total"])
+    caffe, mx, tf = data["blocks"]
+    assert {k: caffe[k] for k in ("device", "data", "batch_per_worker", "seed")} == {
+        "device": "", "data": "synthetic", "batch_per_worker": "", "seed": ""}  # fmt: skip
+    # runs r4, r3 are mxnet (rows 0, 1): V100 twice, two data sets, batch 64.0 -> "64", seeds 1 and 1
+    assert (mx["device"], mx["data"], mx["batch_per_worker"], mx["seed"]) == ("V100", "imagenet, synthetic", "64", "1")
+    assert (tf["device"], tf["data"], tf["batch_per_worker"], tf["seed"]) == ("K80, P100", "synthetic", "32", "2, 3")
+
+
+def test_runs_with_speedups_of_failed_runs_only_and_a_finished_runs_stray_reason():
+    """No finished run: no speedups to compute, the failed runs listed as they are. A finished run's
+    failure_reason (left from an earlier attempt) gives it no reason."""
+    failed = hacksa_like()[hacksa_like()["status"] == "FAILED"]
+    (block,) = tv.runs_with_speedups(failed, group=["model"], failure_labels=LABELS)["blocks"]
+    (row,) = block["rows"]
+    assert (row["workers"], row["status"], row["reason"]) == (8, "FAILED", "time limit; OOM")
+    assert row["speedup_speed"] is None
+    stray = hacksa_like().assign(failure_reason="out of memory on an earlier try")
+    rows = tv.runs_with_speedups(stray, group=["model"], failure_labels=LABELS)["blocks"][0]["rows"]
+    assert [r["reason"] for r in rows] == [None, None, None, "OOM"]

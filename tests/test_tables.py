@@ -651,6 +651,27 @@ def test_table5_cells_by_hand(kmg_runs):
     assert data["totals"]["by_quantity"] == {
         "efficiency_pct": [31, 31], "images_per_sec": [48, 48], "speedup": [31, 31], "status": [4, 4]}  # fmt: skip
     assert (data["totals"]["printed"], data["totals"]["logged"], data["totals"]["agree"]) == (216, 114, 114)
+    # 7gforce has 6 GPUs: kuza55 measured 1, 2 and 4 (6 an "error" cell), tf_cnn_benchmarks 1 to 6
+    assert kuza["gpus"] == "1, 2, 4, 6" and seven["gpus"] == "1, 2, 4, 6"  # measurements.csv rows 19-22
+    assert data["run_ids"] == sorted(kmg_runs["run_id"])  # the sidecar's list, every run the table read
+    # rows in the config's order (published table, then machine, method, model), not alphabetically
+    order = spec["compute"]["order"]
+    ranks = [tuple(order[c].index(r[c]) for c in ("published_table", "platform", "method", "model"))
+             for r in data["rows"]]  # fmt: skip
+    assert ranks == sorted(ranks) and data["rows"][0]["published_table"] == "tf-cnn-inception3"
+
+
+def test_table5_names_a_log_file_whose_name_holds_a_colon(kmg_runs):
+    """A log line is 'file:line'; the file is everything before the last colon (Linux file names may hold one)."""
+    spec = config("table-5")
+    renamed = kmg_runs.assign(
+        source_line=kmg_runs["source_line"].str.replace("results_7gforce.txt:", "results:7gforce.txt:", regex=False),
+        published_line=kmg_runs["published_line"].str.replace("measurements.md:", "measure:ments.md:", regex=False),
+    )
+    data = table_values.cross_check(renamed, **compute_args(spec))
+    kuza = next(r for r in data["rows"] if (r["platform"], r["method"], r["model"]) == ("7gforce", "kuza55",
+                "inception3") and r["published_table"] == "keras-inception3")  # fmt: skip
+    assert kuza["log_files"] == ["benchmark_inception3_resnet50_results:7gforce.txt"] and kuza["lines"] == "349--355"
 
 
 def test_table5_lists_a_disagreement(kmg_runs):
@@ -665,6 +686,9 @@ def test_table5_lists_a_disagreement(kmg_runs):
     assert data["totals"]["agree"] == 113 and len(data["disagreements"]) == 1
     bad = data["disagreements"][0]
     assert (bad["quantity"], bad["printed"]) == ("speedup", "1.47") and bad["log"] == pytest.approx(57.15 / 39.07)
+    # the sidecar's JSON: plain numbers, a missing one as None (never NaN), no numpy types
+    assert all(v is None or type(v) in (str, bool, int, float) for v in bad.values()), bad
+    assert all(v == v for v in bad.values() if type(v) is float)
     text = tables.render_table(spec, data, commit="abc", source="published", n_runs=len(doctored))
     assert "\\renewcommand{\\thetable}{5}" in text and "Disagreements:" in text and "printed 1.47" in text
     assert re.search(r"all &.*& 216 & 114 & 113 &", text)

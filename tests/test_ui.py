@@ -33,6 +33,8 @@ def test_a_view_is_a_pure_function_of_its_runs():
     assert both.link.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%2210%22%5D&workflowType=")
     assert both.name == "figure-7 · 3 runs in tf-benchmarks-2017, horovod-docs"
     assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
+    every = experiment_view("1")
+    assert every.name == "all runs" and json.loads(every.tag_value())["name"] == "all runs"
 
 
 def test_a_views_tag_is_the_ui_envelope_with_sorted_keys_and_its_place_as_time():

@@ -216,7 +216,7 @@ def nearest_systems(families: pd.DataFrame, scale: int, factor: float) -> pd.Dat
     return best.sort_values(["distance", "round", "accelerators"]).reset_index(drop=True)
 
 
-def claims_table(runs: pd.DataFrame, *, scaling: Mapping, nearest_factor: float = 2.0, what: str = "table") -> dict:
+def claims_table(runs: pd.DataFrame, *, scaling: Mapping, nearest_factor: float, what: str = "table") -> dict:
     """Every claim's prediction in its setting with the interval (the bootstrap band widened by the held-out error),
     whether a claimed number lies in it, and per claimed GPU count the measured MLPerf GPU families' systems nearest
     it (within nearest_factor): efficiency by throughput over the family's smallest system, with the batch per GPU
