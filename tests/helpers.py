@@ -35,6 +35,15 @@ REFERENCE = REPO / "experiments" / "reference"
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
+def shared_reference(*needed: str) -> Path | None:
+    """The folder of third-party samples no source.yaml lists (../shared/reference/logs...): $SCALESTUDY_DATA_MIRROR
+    (set under mutmut, whose tests run inside mutants/) or ../shared/reference beside the checkout or a worktree,
+    whichever holds every `needed` subfolder; None where none does (the tests using it may skip)."""
+    candidates = [Path(os.environ["SCALESTUDY_DATA_MIRROR"])] if os.environ.get("SCALESTUDY_DATA_MIRROR") else []
+    candidates += [parent / "shared" / "reference" for parent in REPO.parents]
+    return next((c for c in candidates if all((c / n).is_dir() for n in needed)), None)
+
+
 def default_mirror() -> Path | None:
     from scalestudy.ingest.fetch import cache_dir
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, shared_reference
 
 from scalestudy.ingest.logs import LogOptions, user_source
 from scalestudy.ingest.logs.dllogger import parse, sniff
 from scalestudy.schema import SchemaError
 
-DLL = REPO.parent / "shared" / "reference" / "logs" / "dllogger"
+DLL = (shared_reference("logs") or REPO / "absent") / "logs" / "dllogger"
 EXCERPT = DLL / "raport.EXCERPT_lines_1-69.json"
 pytestmark = [pytest.mark.may_skip, pytest.mark.skipif(not EXCERPT.is_file(), reason=f"{EXCERPT} is not here")]
 

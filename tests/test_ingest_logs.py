@@ -11,32 +11,18 @@ a Horovod tf_cnn_benchmarks run) are written by the tests from the formats' prin
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import shared_reference
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, detect, device_name, read_logs, user_source
 from scalestudy.schema import NOT_STATED, SchemaError
 from scalestudy.store import load_runs, sync_experiment
 
-
-def _shared_reference() -> Path | None:
-    """../shared/reference (or $SCALESTUDY_DATA_MIRROR) from the main checkout or a worktree."""
-    mirror = os.environ.get("SCALESTUDY_DATA_MIRROR")
-    if mirror and (Path(mirror) / "logs").is_dir():
-        return Path(mirror)
-    for parent in REPO.parents:
-        candidate = parent / "shared" / "reference"
-        if (candidate / "logs").is_dir() and (candidate / "keras-multi-gpu-2017").is_dir():
-            return candidate
-    return None
-
-
-SHARED = _shared_reference()
+SHARED = shared_reference("logs", "keras-multi-gpu-2017")
 # Real third-party samples that no source.yaml lists (nothing to fetch them from): a skip allowed under make test.
 pytestmark = [
     pytest.mark.may_skip,

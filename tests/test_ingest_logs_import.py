@@ -13,12 +13,11 @@ written to tmp_path, and the test says how they were made.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import shared_reference
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, read_logs, scan_logs, user_source
@@ -27,16 +26,7 @@ from scalestudy.ingest.logs.mlperf_system import frameworks_named, read_system
 from scalestudy.schema import RunRecord, SchemaError
 from scalestudy.store import load_runs, sync_experiment
 
-
-def _shared_reference() -> Path | None:
-    """../shared/reference (or $SCALESTUDY_DATA_MIRROR) with the log samples and the MLPerf corpus."""
-    candidates = [Path(os.environ["SCALESTUDY_DATA_MIRROR"])] if os.environ.get("SCALESTUDY_DATA_MIRROR") else []
-    candidates += [parent / "shared" / "reference" for parent in REPO.parents]
-    needed = ("logs", "keras-multi-gpu-2017", "mlperf-training-resnet")
-    return next((c for c in candidates if all((c / n).is_dir() for n in needed)), None)
-
-
-SHARED = _shared_reference()
+SHARED = shared_reference("logs", "keras-multi-gpu-2017", "mlperf-training-resnet")
 # Real third-party files no source.yaml of this project lists yet: a skip allowed under make test.
 pytestmark = [
     pytest.mark.may_skip,

@@ -9,13 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, shared_reference
 
 from scalestudy.ingest.logs import LogOptions, user_source
 from scalestudy.ingest.logs.tf_cnn_json import _machine, _run_parameters, parse, sniff
 from scalestudy.schema import SchemaError
 
-REAL = (REPO.parent / "shared" / "reference" / "logs" / "tf_cnn_benchmarks_json"
+REAL = ((shared_reference("logs") or REPO / "absent") / "logs" / "tf_cnn_benchmarks_json"
         / "fh2_singularity_500batch_synthetic_resnet50_1_gpu_1")  # fmt: skip
 pytestmark = [pytest.mark.may_skip, pytest.mark.skipif(not REAL.is_dir(), reason=f"{REAL} is not here")]
 

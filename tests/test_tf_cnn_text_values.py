@@ -8,13 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, shared_reference
 
 from scalestudy.ingest.logs import LogOptions, user_source
 from scalestudy.ingest.logs.tf_cnn_text import parse, sniff, variable_update
 from scalestudy.schema import NOT_STATED, SchemaError
 
-TRACE = REPO.parent / "shared" / "reference" / "keras-multi-gpu-2017" / "benchmark_batch_inception3_az-2xm-60.txt"
+TRACE = (
+    (shared_reference("keras-multi-gpu-2017") or REPO / "absent")
+    / "keras-multi-gpu-2017"
+    / "benchmark_batch_inception3_az-2xm-60.txt"
+)
 pytestmark = [pytest.mark.may_skip, pytest.mark.skipif(not TRACE.is_file(), reason=f"{TRACE} is not here")]
 
 
