@@ -210,7 +210,8 @@ def _epochs_and_train_time(reading: Reading, fmt: str, keyed: dict, start: Event
 
 def _nested(blocks: list, epochs: list) -> bool:
     """Each closed block holds exactly its epoch_count completed epochs, and every completed epoch before the last
-    block_stop lies in a closed block."""
+    closed block's stop lies in a closed block (block_stops that close nothing, as Intel SPR's after its first, do
+    not count: its window is then its first block, epochs 1 to 3 of 35; the dataset's README)."""
     last_stop = max(b.t for _, b, _ in blocks)
     for a, b, count in blocks:
         if sum(1 for s, t in epochs if a.t <= s.t and t.t <= b.t) != count:
