@@ -177,3 +177,44 @@ def test_main_refuses_a_taken_port_and_a_missing_store(tmp_path, monkeypatch, ca
     assert out.err == f"error: {line}\n" and out.out == ""
     assert str(err.value) == line
     assert not Path(tmp_path / f"store-ui-{port}.log").exists()  # nothing written before the check
+
+
+def test_a_store_in_a_folder_not_made_yet_gets_its_artifact_and_auth_folders(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path}/new/deeper/store.db"
+    artifacts = tmp_path / "new/deeper/store-artifacts"
+    assert server_command(uri)[-3:] == ["--default-artifact-root", artifacts.as_uri(), "--no-serve-artifacts"]
+    assert (tmp_path / "new/deeper/store-artifacts").is_dir()
+    monkeypatch.setenv("MLFLOW_AUTH_ADMIN_PASSWORD", "a-long-enough-password")
+    other = f"sqlite:///{tmp_path}/other/deeper/store.db"
+    assert auth_config(other) == tmp_path / "other/deeper/store-auth.ini" and auth_config(other).is_file()
+
+
+def test_urls_put_an_ipv6_host_in_brackets():
+    assert server._url("::1", 5000) == "http://[::1]:5000"
+    assert server._url("127.0.0.1", 5001) == "http://127.0.0.1:5001"
+    assert server._url("localhost", 80) == "http://localhost:80"
+
+
+@pytest.mark.may_skip
+def test_port_in_use_on_ipv6_loopback():
+    try:
+        taken = socket.socket(socket.AF_INET6)
+        taken.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    with taken:
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert server.port_in_use("::1", port)
+    assert not server.port_in_use("::1", port)  # free again: an IPv6 socket binds it
+
+
+def test_the_health_wait_gives_up_on_a_server_that_never_answers(silent_origin):
+    """Each probe waits at most 2 s for an answer: a server that accepts and never answers cannot hold the UI."""
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        base = silent_origin.rstrip("/")
+        assert server._wait_until_healthy(alive, base, 0.1) == f"did not answer {base}/health within 0 s"
+    finally:
+        alive.kill()
+        alive.wait()

@@ -1,0 +1,151 @@
+"""`make ui`'s main from start to stop, in the test's own process, without MLflow's server: the `mlflow server`
+command is replaced by a stand-in (a real HTTP server in its own process, answering GET /health) so that every line
+main prints, the server's environment and session, its log beside the store, and each way it ends (the server
+stops, fails before answering, Ctrl-C, SIGTERM) are checked against values written out here.
+tests/integration/test_ui_integration.py runs the real MLflow server with Chromium."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import free_port
+
+from scalestudy.schema import RunRecord
+from scalestudy.store import sync_experiment
+from scalestudy.ui import server
+
+# The stand-in: says what it was started with, then serves /health (mode "once": exits with status 3 after the
+# first answer; "forever": until stopped; "crash": exits with status 5 before listening).
+STAND_IN = r"""
+import http.server, os, sys
+port, mode = int(sys.argv[1]), sys.argv[2]
+print("leader", os.getsid(0) == os.getpid(), "stdin", repr(sys.stdin.read()),
+      "jobs", os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION"), "auth", os.environ.get("MLFLOW_AUTH_CONFIG_PATH"),
+      flush=True)
+if mode == "crash":
+    print("boom: the port is not ours", flush=True)
+    sys.exit(5)
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"OK")
+        print("health", flush=True)
+        self.server.done = mode == "once"
+    def log_message(self, *args):
+        pass
+httpd = http.server.HTTPServer(("127.0.0.1", port), Health)
+httpd.done = False
+while not httpd.done:
+    httpd.handle_request()
+sys.exit(3)
+"""
+
+
+@pytest.fixture
+def ui(empty_store, tmp_path, monkeypatch):
+    """A store with one run, no sidecars yet, the stand-in as the server; yields (uri, port, calls, mode setter)."""
+    params = {"model": "resnet50", "framework": "tensorflow", "workers": 1, "device": "P100", "data": "synthetic",
+              "batch_per_worker": 64, "platform": "test-box"}  # fmt: skip
+    run = RunRecord(experiment="unit", key="a", params=params, metrics={"throughput_total": 100.0},
+                    tags={"source": "published", "citation": "unit test"}, where="test:a")  # fmt: skip
+    sync_experiment("unit", [run], empty_store)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store)
+    port, calls, mode = free_port(), [], ["once"]
+
+    def command(uri, host, port_, auth):
+        calls.append((uri, host, port_, auth))
+        return [sys.executable, "-c", STAND_IN, str(port_), mode[0]]
+
+    monkeypatch.setattr(server, "server_command", command)
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    yield empty_store, port, calls, mode
+    signal.signal(signal.SIGINT, handlers[0])  # main sets both for its server
+    signal.signal(signal.SIGTERM, handlers[1])
+
+
+def args(tmp_path: Path, port: int, *more: str) -> list[str]:
+    return ["--port", str(port), "--paper", str(tmp_path / "paper"), *more]
+
+
+def test_main_prints_the_ui_and_its_views_then_reports_the_server_stopping(ui, tmp_path, capsys):
+    uri, port, calls, _ = ui
+    assert server.main(args(tmp_path, port)) == 3  # the server's own status
+    log = tmp_path / f"store-ui-{port}.log"
+    base = f"http://127.0.0.1:{port}"
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[0] == f"MLflow UI on {uri} at {base}/; its log: {log}"
+    assert lines[1].startswith("Each experiment's runs (columns model, framework") and lines[1].endswith(
+        ", where its runs have them):"
+    )
+    assert lines[2].startswith(f"  unit                      1 runs  {base}/#/experiments/")
+    assert lines[3:5] == [
+        f"The runs behind each figure and table (the run ids in its sidecar, {tmp_path / 'paper'}/figures|tables/"
+        "NAME.json):",
+        f"  none yet under {tmp_path / 'paper'}: `make figures tables` builds them",
+    ]
+    assert lines[5] == (
+        f"From {base}/ by clicks: 'Model training' (top left) once, then Experiments -> an experiment; its 'Views' "
+        "menu lists the views above. Ctrl-C stops the UI."
+    )
+    assert len(lines) == 6
+    assert err == f"error: mlflow server stopped with status 3 (its log: {log})\n"
+    assert calls == [(uri, "127.0.0.1", port, False)]
+    # the server: its own session (so the stop reaches its whole group), no stdin, no job runner, no auth
+    assert log.read_text() == "leader True stdin '' jobs false auth None\nhealth\n"
+
+
+def test_main_with_auth_says_so_and_gives_the_server_its_config(ui, tmp_path, capsys, monkeypatch):
+    uri, port, calls, _ = ui
+    monkeypatch.setenv("MLFLOW_AUTH_ADMIN_PASSWORD", "a-long-enough-password")
+    assert server.main(args(tmp_path, port, "--auth")) == 3
+    log = tmp_path / f"store-ui-{port}.log"
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"MLflow UI on {uri} at http://127.0.0.1:{port}/ (basic auth); its log: {log}"
+    )
+    assert calls == [(uri, "127.0.0.1", port, True)]
+    assert log.read_text().splitlines()[0] == f"leader True stdin '' jobs false auth {tmp_path / 'store-auth.ini'}"
+
+
+def test_main_reports_a_server_that_ends_before_it_answers(ui, tmp_path, capsys):
+    uri, port, _, mode = ui
+    mode[0] = "crash"
+    assert server.main(args(tmp_path, port)) == 1
+    log = tmp_path / f"store-ui-{port}.log"
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"error: mlflow server on {uri} exited with status 5: boom: the port is not ours (its log: {log})\n"
+
+
+def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys):
+    uri, port, _, mode = ui
+    mode[0] = "forever"
+    log = tmp_path / f"store-ui-{port}.log"
+
+    def signal_once_served(sig):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "health" not in (log.read_text() if log.exists() else ""):
+            time.sleep(0.05)
+        os.kill(os.getpid(), sig)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        log.unlink(missing_ok=True)
+        sender = threading.Thread(target=signal_once_served, args=(sig,))
+        sender.start()
+        if sig == signal.SIGINT:
+            assert server.main(args(tmp_path, port)) == 0  # Ctrl-C: a normal end
+        else:
+            with pytest.raises(SystemExit) as end:
+                server.main(args(tmp_path, port))
+            assert end.value.code == 0
+        sender.join()
+        out, err = capsys.readouterr()
+        assert out.startswith(f"MLflow UI on {uri} at http://127.0.0.1:{port}/") and err == ""
+        assert not server.port_in_use("127.0.0.1", port)  # the server is gone, its port free again
