@@ -8,6 +8,7 @@ triage of docs/mutation-triage.yaml (why a survivor is equivalent).
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*' --again  # those not killed, again
     .venv/bin/python scripts/mutation_report.py --run --again --relink       # every mutant not killed, fast first
     .venv/bin/python scripts/mutation_report.py                              # the report of what has run
+    .venv/bin/python scripts/mutation_report.py --run --fresh                # every mutant again, ledger ignored
 
 mutmut copies src/ (and also_copy) into mutants/, generates every mutant of a function behind a trampoline, and runs
 the fast tests (`-m "not integration"`) that call that function in a forked pytest, the mutant chosen by
@@ -18,7 +19,12 @@ MUTANT_UNDER_TEST. Here:
 - PYTHONPATH puts mutants/src first, so a test that runs `python -m scalestudy...` in a subprocess runs the mutant too
   (mutmut links a test to a function only by calls made in the test's own process, though).
 - the raw-file mirror is named by its absolute path: the tests run inside mutants/, away from ../shared/reference.
-Exit code 0 when the killed share of the checked mutants reaches --target, 1 when not, 2 on bad input.
+- the results live on in benchmarks/mutation-results.json (committed, the ledger): a run in a new checkout starts from
+  them, and mutmut tests again only the functions whose source changed since (mutmut keeps a result while the
+  function's hash is the same); each run adds what it checked. A full run is hours on 2 cores: it accumulates over
+  several sessions. `--fresh` ignores the ledger (every mutant tested against today's tests).
+Exit code 0 when the killed share of all mutants (those not checked yet count as not killed) reaches --target, 1 when
+not, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out" / "mutation"
 TRIAGE = REPO / "docs" / "mutation-triage.yaml"
+LEDGER = REPO / "benchmarks" / "mutation-results.json"
 # mutmut's exit codes of a mutant's test run, as its `results` names them (mutmut/stats.py).
 STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
           36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
@@ -110,10 +117,114 @@ def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
             meta.write_text(json.dumps(data))
 
 
-def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False) -> int:
+def function_of(name: str) -> str:
+    """scalestudy.derive.x_f__mutmut_3 -> x_f (mutmut's mangled name, the key of its hash_by_function_name)"""
+    return name.rsplit("__mutmut_", 1)[0].rpartition(".")[2]
+
+
+def load_ledger() -> dict:
+    """{"mutmut": version, "runs": [...], "modules": {module: {function: [hash, {mutant number: exit code}]}}}"""
+    if not LEDGER.is_file():
+        return {"mutmut": mutmut_version(), "runs": [], "modules": {}}
+    ledger = json.loads(LEDGER.read_text())
+    if ledger.get("mutmut") != mutmut_version():  # another mutmut may number the mutants of a function otherwise
+        print(f"note: {LEDGER.name} is of mutmut {ledger.get('mutmut')}, not {mutmut_version()}: not used")
+        return {"mutmut": mutmut_version(), "runs": [], "modules": {}}
+    return ledger
+
+
+def mutmut_version() -> str:
+    from importlib.metadata import version
+
+    return version("mutmut")
+
+
+def prefix_of(module: str) -> str:
+    """scalestudy/ingest/logs/__init__.py -> scalestudy.ingest.logs: the start of its mutants' names"""
+    return module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def restore(ledger: dict) -> int:
+    """Write the ledger's results as mutmut's meta files where mutants/ has none yet (a new checkout); mutmut keeps a
+    result when it generates that function's mutants again with the same hash. Returns the results restored."""
+    restored = 0
+    for module, functions in ledger["modules"].items():
+        meta = REPO / "mutants" / "src" / f"{module}.meta"
+        if meta.exists() or not (REPO / "src" / module).is_file():
+            continue
+        codes = {f"{prefix_of(module)}.{function}__mutmut_{n}": code for function, (_, known) in functions.items()
+                 for n, code in known.items()}  # fmt: skip
+        hashes = {function: digest for function, (digest, _) in functions.items()}
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": hashes,
+                                    "durations_by_key": {}, "estimated_durations_by_key": {}}))  # fmt: skip
+        restored += len(codes)
+    return restored
+
+
+def record(ledger: dict, run: dict | None = None) -> dict:
+    """The ledger with mutants/'s results merged in: a function of the same hash keeps the ledger's results that
+    mutants/ has not checked; a function whose hash changed, or that is new, takes mutants/'s alone; modules and
+    functions gone from src/ are dropped."""
+    modules = {m: f for m, f in ledger["modules"].items() if (REPO / "src" / m).is_file()}
+    for meta in sorted((REPO / "mutants" / "src").rglob("*.py.meta")):
+        module = module_of(meta)
+        if not (REPO / "src" / module).is_file():
+            continue
+        data = json.loads(meta.read_text())
+        hashes = data.get("hash_by_function_name", {})
+        old = modules.get(module, {})
+        new = {}
+        for function, digest in hashes.items():
+            known = dict(old[function][1]) if function in old and old[function][0] == digest else {}
+            for name, code in data["exit_code_by_key"].items():
+                number = name.rsplit("__mutmut_", 1)[1]
+                # unchecked ones too (null): the ledger alone then counts every mutant, for a report without mutants/
+                if function_of(name) == function and (code is not None or number not in known):
+                    known[number] = code
+            new[function] = [digest, dict(sorted(known.items(), key=lambda item: int(item[0])))]
+        modules[module] = new
+    runs = ledger["runs"] + ([run] if run else [])
+    return {"mutmut": ledger["mutmut"], "runs": runs, "modules": dict(sorted(modules.items()))}
+
+
+def run_entry(seconds: float) -> dict:
+    """What the ledger keeps of a run: when it ended, on which commit, how long, and the totals after it."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    counts = Counter(status for mutants in results().values() for status in mutants.values())
+    checked = sum(counts.values()) - counts["not checked"]
+    return {"ended": time.strftime("%Y-%m-%d %H:%M"), "commit": commit.stdout.strip() or "unknown",
+            "minutes": round(seconds / 60, 1), "mutants": sum(counts.values()), "checked": checked,
+            "caught": sum(counts[s] for s in CAUGHT)}  # fmt: skip
+
+
+def save_ledger(ledger: dict) -> None:
+    """One line per function, so that a run's change to the committed file reads as a diff of those functions."""
+    lines = ["{", f'  "mutmut": {json.dumps(ledger["mutmut"])},', '  "runs": [']
+    lines += [f"    {json.dumps(run)}," for run in ledger["runs"]]
+    lines[-1] = lines[-1].rstrip(",") if ledger["runs"] else lines[-1]
+    lines += ["  ],", '  "modules": {']
+    for i, (module, functions) in enumerate(ledger["modules"].items()):
+        lines.append(f"    {json.dumps(module)}: {{")
+        entries = [f"      {json.dumps(f)}: {json.dumps(v, separators=(',', ':'))}" for f, v in functions.items()]
+        lines.append(",\n".join(entries))
+        lines.append("    }" + ("," if i < len(ledger["modules"]) - 1 else ""))
+    lines += ["  }", "}"]
+    tmp = LEDGER.with_suffix(".json.tmp")
+    tmp.write_text("\n".join(line for line in lines if line) + "\n")
+    json.loads(tmp.read_text())  # never a ledger that does not read back
+    tmp.replace(LEDGER)
+
+
+def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False, ledger: dict | None = None) -> int:
+    """mutmut run; `ledger`: the results to start from where mutants/ has none (None: every mutant afresh)."""
     # Made before Python starts (a PYTHONPATH entry missing at start-up is cached as absent for good).
     tree_copy(REPO / "mutants")
-    forget(relink)
+    if ledger is None:
+        forget(relink, tuple(set(STATUS.values()) | {"suspicious"}))
+    else:
+        print(f"{restore(ledger)} results restored from {LEDGER.relative_to(REPO)}")
+        forget(relink)
     # mutmut_site/sitecustomize.py: what a test's `python -m scalestudy...` child calls counts for the test
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'mutants' / 'src'}:{REPO / 'scripts' / 'mutmut_site'}")
     env.pop("SCALESTUDY_REQUIRE_ALL", None)
@@ -137,7 +248,12 @@ def module_of(meta: Path) -> str:
 
 
 def results() -> dict[str, dict[str, str]]:
-    """{module: {mutant name: status}} from mutmut's meta files."""
+    """{module: {mutant name: status}} from mutmut's meta files; without mutants/ (a new checkout), from the
+    ledger."""
+    if not any((REPO / "mutants" / "src").rglob("*.py.meta")):
+        return {module: {f"{prefix_of(module)}.{function}__mutmut_{n}": STATUS.get(code, "suspicious")
+                         for function, (_, known) in functions.items() for n, code in known.items()}
+                for module, functions in load_ledger()["modules"].items()}  # fmt: skip
     found = {}
     for meta in sorted((REPO / "mutants" / "src").rglob("*.py.meta")):
         if not (REPO / "src" / module_of(meta)).is_file():  # a module since moved or removed
@@ -149,6 +265,8 @@ def results() -> dict[str, dict[str, str]]:
 
 def diff(name: str, module: str) -> str:
     """The mutant's diff, from mutants/src/<module> (a module since moved or removed in src/ still has one)."""
+    if not (REPO / "mutants" / "src" / module).is_file():
+        return "(no diff: mutants/ is not made here; make mutation-check makes it)"
     os.chdir(REPO)  # mutmut reads mutants/ relative to the working folder
     from mutmut.mutation.diff_apply import get_diff_for_mutant
 
@@ -177,7 +295,10 @@ def reason(name: str, triage: dict[str, str]) -> str | None:
     return next((why for key, why in triage.items() if "*" in key and fnmatch.fnmatchcase(name, key)), None)
 
 
-def report(found: dict[str, dict[str, str]], triage: dict[str, str], seconds: float | None) -> tuple[str, float]:
+def report(
+    found: dict[str, dict[str, str]], triage: dict[str, str], seconds: float | None, runs: list[dict] = ()
+) -> tuple[str, float]:
+    """The report's text and the killed share of all mutants, in %."""
     statuses = ("killed", "timeout", "survived", "no tests", "skipped", "suspicious", "not checked")
     lines = ["# Mutation testing (mutmut)", ""]
     if seconds is not None:
@@ -200,6 +321,14 @@ def report(found: dict[str, dict[str, str]], triage: dict[str, str], seconds: fl
     score = 100 * sum(total[s] for s in CAUGHT) / checked if checked else 0
     lines.append(f"| **all** | {sum(total.values())} | " + " | ".join(str(total[s]) for s in statuses)
                  + f" | **{score:.1f}** | {triaged}/{opened} |")  # fmt: skip
+    # the figure that counts: killed of every mutant, those not checked yet counted as not killed
+    share = 100 * sum(total[s] for s in CAUGHT) / sum(total.values()) if total else 0
+    lines += ["", f"Killed (or timed out) of all {sum(total.values())} mutants: **{share:.1f} %**; checked "
+              f"{checked}, of which {score:.1f} % killed; not killed: {opened}, of them {opened - triaged} open "
+              "(neither killed by a test nor triaged)."]  # fmt: skip
+    if runs:
+        lines += ["", f"Runs in {LEDGER.relative_to(REPO)}: {len(runs)}, {sum(r['minutes'] for r in runs) / 60:.1f} h "
+                  f"of mutmut in all, the last ended {runs[-1]['ended']} on commit {runs[-1]['commit']}."]  # fmt: skip
     lines += ["", "## Mutants not killed", ""]
     for module, mutants in found.items():
         for name, status in mutants.items():
@@ -208,7 +337,7 @@ def report(found: dict[str, dict[str, str]], triage: dict[str, str], seconds: fl
             why = reason(name, triage)
             lines += [f"### `{name}`: {status}", "", f"Triage: {why}" if why else "Triage: **open**", ""]
             lines += ["```diff", diff(name, module), "```", ""]
-    return "\n".join(lines) + "\n", score
+    return "\n".join(lines) + "\n", share
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,10 +353,27 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --run: make mutmut's record of which test calls which function again (all tests)",
     )
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help=f"with --run: every mutant tested again, the results of {LEDGER.name} not used (and replaced)",
+    )
     parser.add_argument("--max-children", type=int, default=2, help="mutants tested at once (default 2)")
     parser.add_argument("--report", type=Path, default=OUT / "report.md", help="where the report goes")
-    parser.add_argument("--target", type=float, default=85.0, help="the killed share wanted, in %% (default 85)")
+    parser.add_argument("--target", type=float, default=85.0,
+                        help="the killed share of all mutants wanted, in %% (default 85)")  # fmt: skip
+    parser.add_argument(
+        "--record",
+        metavar="MINUTES",
+        type=float,
+        help=f"merge mutants/'s results into {LEDGER.name} as a run of MINUTES (after a run stopped otherwise)",
+    )
     args = parser.parse_args(argv)
+    if args.record is not None:
+        if not any((REPO / "mutants" / "src").rglob("*.py.meta")):
+            print("error: --record: no mutmut results under mutants/ to record", file=sys.stderr)
+            return 2
+        save_ledger(record(load_ledger(), run_entry(60 * args.record)))
     OUT.mkdir(parents=True, exist_ok=True)
     seconds = None
     if args.run is not None:
@@ -244,8 +390,17 @@ def main(argv: list[str] | None = None) -> int:
             if not names:
                 print("every mutant of those names is killed already")
                 names = None
-        code = run_mutmut(names, args.max_children, OUT / "mutmut.log", args.relink) if names is not None else 0
-        seconds = time.monotonic() - started
+        ledger = {"mutmut": mutmut_version(), "runs": [], "modules": {}} if args.fresh else load_ledger()
+        code = 0
+        try:
+            if names is not None:
+                code = run_mutmut(
+                    names, args.max_children, OUT / "mutmut.log", args.relink, None if args.fresh else ledger
+                )
+        finally:  # a run stopped with Ctrl-C keeps what it checked
+            seconds = time.monotonic() - started
+            if names is not None:
+                save_ledger(record(ledger, run_entry(seconds)))
         if code not in (0, 1):
             print(f"error: mutmut stopped with exit code {code}; see {OUT / 'mutmut.log'}", file=sys.stderr)
             return 2
@@ -258,12 +413,12 @@ def main(argv: list[str] | None = None) -> int:
     if not found:
         print("error: no mutmut results under mutants/ (run with --run first)", file=sys.stderr)
         return 2
-    text, score = report(found, triage, seconds)
+    text, share = report(found, triage, seconds, load_ledger()["runs"])
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
     print(text.split("\n## ")[0])
     print(f"report: {args.report}")
-    return 0 if score >= args.target else 1
+    return 0 if share >= args.target else 1
 
 
 if __name__ == "__main__":

@@ -36,7 +36,10 @@ def test_results_per_module_and_the_score(tmp_path, monkeypatch):
     # derive.py: 3 caught (2 killed, 1 timeout) of 5 checked = 60 %; all: 4 of 6 = 66.7 %
     assert "| scalestudy/derive.py | 6 | 2 | 1 | 1 | 1 | 0 | 0 | 1 | 60.0 | 1/2 |" in text
     assert "| **all** | 7 | 3 | 1 | 1 | 1 | 0 | 0 | 1 | **66.7** | 1/2 |" in text
-    assert score == pytest.approx(400 / 6)
+    # the figure returned (and the exit status's): killed of all 7 mutants, the unchecked one counted as not killed
+    assert score == pytest.approx(400 / 7)
+    assert ("Killed (or timed out) of all 7 mutants: **57.1 %**; checked 6, of which 66.7 % killed; not killed: 2, "
+            "of them 1 open") in text  # fmt: skip
     assert f"### `{name}3`: survived\n\nTriage: equivalent: x\n\n```diff\n- old\n+ new ({name}3)\n```" in text
     assert f"### `{name}4`: no tests\n\nTriage: **open**" in text
     assert f"`{name}1`" not in text and f"`{name}6`" not in text  # killed and unchecked mutants have no entry
@@ -98,3 +101,59 @@ def test_again_without_names_makes_every_mutant_not_caught_unchecked(tmp_path, m
     codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
     assert codes == {f"{name}1": 1, f"{name}2": None, f"{name}3": None, f"{name}4": 36, f"{name}5": None,
                      f"{name}6": None, f"{name}7": None}  # fmt: skip
+
+
+def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_from_them(tmp_path, monkeypatch):
+    """benchmarks/mutation-results.json: what mutants/ checked is merged in (a function of the same hash keeps what
+    mutants/ did not check again; a changed hash takes mutants/'s alone; a module gone from src/ is dropped), it reads
+    back, a report is made from it alone, and restore() writes it as mutmut's meta files where there are none."""
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)
+    monkeypatch.setattr(mutation_report, "LEDGER", tmp_path / "ledger.json")
+    monkeypatch.setattr(mutation_report, "mutmut_version", lambda: "3.8.1")
+    for module in ("derive.py", "ingest/logs/__init__.py"):
+        (tmp_path / "src" / "scalestudy" / module).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / "scalestudy" / module).write_text("")
+    ledger = {"mutmut": "3.8.1", "runs": [{"minutes": 30.0, "ended": "2026-11-25 10:00", "commit": "abc"}],
+              "modules": {"scalestudy/derive.py": {"x_f": ["h1", {"1": 1, "2": 0, "3": 1}], "x_g": ["old", {"1": 1}],
+                                                   "x_gone": ["h9", {"1": 1}]},
+                          "scalestudy/removed.py": {"x_h": ["h", {"1": 0}]}}}  # fmt: skip
+    d = "scalestudy.derive."
+    path = tmp_path / "mutants/src/scalestudy/derive.py.meta"
+    path.parent.mkdir(parents=True)
+    # x_f unchanged: mutant 2 checked again (now killed), 3 not run here; x_g changed: only mutants/'s results
+    path.write_text(json.dumps({"exit_code_by_key": {f"{d}x_f__mutmut_1": None, f"{d}x_f__mutmut_2": 1,
+                                                     f"{d}x_f__mutmut_3": None, f"{d}x_g__mutmut_1": None,
+                                                     f"{d}x_g__mutmut_2": 0},
+                                "hash_by_function_name": {"x_f": "h1", "x_g": "new"}}))  # fmt: skip
+    merged = mutation_report.record(ledger, {"minutes": 12.5, "ended": "2026-11-26 05:00", "commit": "def"})
+    assert merged["modules"] == {"scalestudy/derive.py": {"x_f": ["h1", {"1": 1, "2": 1, "3": 1}],
+                                                          "x_g": ["new", {"1": None, "2": 0}]}}  # fmt: skip
+    assert [r["commit"] for r in merged["runs"]] == ["abc", "def"]
+    mutation_report.save_ledger(merged)
+    assert mutation_report.load_ledger() == merged
+    assert '      "x_f": ["h1",{"1":1,"2":1,"3":1}]' in (tmp_path / "ledger.json").read_text()  # a line per function
+    # a new checkout: no mutants/; the report comes from the ledger (5 mutants, 3 killed, one survivor, one unchecked)
+    path.unlink()
+    found = mutation_report.results()
+    assert found == {"scalestudy/derive.py": {f"{d}x_f__mutmut_1": "killed", f"{d}x_f__mutmut_2": "killed",
+                                              f"{d}x_f__mutmut_3": "killed", f"{d}x_g__mutmut_1": "not checked",
+                                              f"{d}x_g__mutmut_2": "survived"}}  # fmt: skip
+    text, share = mutation_report.report(found, {}, None, merged["runs"])
+    assert share == pytest.approx(60.0)
+    assert "Runs in ledger.json: 2, 0.7 h of mutmut in all, the last ended 2026-11-26 05:00 on commit def." in text
+    assert "(no diff: mutants/ is not made here" in text
+    # restore: meta files in mutmut's format, the names of a package's __init__ without it
+    merged["modules"]["scalestudy/ingest/logs/__init__.py"] = {"x_k": ["h2", {"1": 36}]}
+    assert mutation_report.restore(merged) == 6
+    written = json.loads(path.read_text())
+    assert written["exit_code_by_key"][f"{d}x_g__mutmut_2"] == 0 and written["hash_by_function_name"]["x_g"] == "new"
+    assert set(written) == {"exit_code_by_key", "hash_by_function_name", "durations_by_key",
+                            "estimated_durations_by_key"}  # fmt: skip
+    init = json.loads((tmp_path / "mutants/src/scalestudy/ingest/logs/__init__.py.meta").read_text())
+    assert init["exit_code_by_key"] == {"scalestudy.ingest.logs.x_k__mutmut_1": 36}
+    # a meta file already there (a run under way) is left as it is
+    path.write_text("{}")
+    assert mutation_report.restore(merged) == 0 and path.read_text() == "{}"
+    # another mutmut version may number mutants otherwise: its ledger is not used
+    monkeypatch.setattr(mutation_report, "mutmut_version", lambda: "3.9.0")
+    assert mutation_report.load_ledger()["modules"] == {}
