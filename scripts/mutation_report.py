@@ -295,6 +295,24 @@ def reason(name: str, triage: dict[str, str]) -> str | None:
     return next((why for key, why in triage.items() if "*" in key and fnmatch.fnmatchcase(name, key)), None)
 
 
+def module_prefix(name: str) -> str:
+    """scalestudy.derive.x_f__mutmut_3 -> scalestudy.derive"""
+    return name.rsplit("__mutmut_", 1)[0].rpartition(".")[0]
+
+
+def stale(found: dict[str, dict[str, str]], triage: dict[str, str]) -> dict[str, str]:
+    """Triage entries that name no survivor, with the mutant's status: killed, or no such mutant in its module's
+    results (a function changed since renumbers its mutants: the entry then likely speaks of another mutant).
+    Mutants of modules with no results yet are not judged."""
+    status = {name: st for mutants in found.values() for name, st in mutants.items()}
+    modules = {module_prefix(name) for name in status}
+    return {
+        name: status.get(name, "no such mutant")
+        for name in sorted(triage)
+        if "*" not in name and (status.get(name) in CAUGHT or (name not in status and module_prefix(name) in modules))
+    }
+
+
 def report(
     found: dict[str, dict[str, str]], triage: dict[str, str], seconds: float | None, runs: list[dict] = ()
 ) -> tuple[str, float]:
@@ -329,6 +347,10 @@ def report(
     if runs:
         lines += ["", f"Runs in {LEDGER.relative_to(REPO)}: {len(runs)}, {sum(r['minutes'] for r in runs) / 60:.1f} h "
                   f"of mutmut in all, the last ended {runs[-1]['ended']} on commit {runs[-1]['commit']}."]  # fmt: skip
+    gone = stale(found, triage)
+    if gone:
+        lines += ["", f"Triage entries that name no survivor (remove them, or check what they name): {len(gone)}", ""]
+        lines += [f"- `{name}`: {status}" for name, status in gone.items()]
     lines += ["", "## Mutants not killed", ""]
     for module, mutants in found.items():
         for name, status in mutants.items():

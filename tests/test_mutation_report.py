@@ -157,3 +157,19 @@ def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_fr
     # another mutmut version may number mutants otherwise: its ledger is not used
     monkeypatch.setattr(mutation_report, "mutmut_version", lambda: "3.9.0")
     assert mutation_report.load_ledger()["modules"] == {}
+
+
+def test_a_triage_entry_naming_a_killed_or_unknown_mutant_is_stale():
+    d = "scalestudy.derive.x_f__mutmut_"
+    found = {"scalestudy/derive.py": {f"{d}1": "killed", f"{d}2": "survived", f"{d}3": "timeout", f"{d}4": "no tests"}}
+    triage = {f"{d}1": "a", f"{d}2": "b", f"{d}3": "c", f"{d}4": "d", f"{d}9": "renumbered", f"{d}*": "glob",
+              "scalestudy.paper.numbers.x_g__mutmut_1": "module not run yet"}  # fmt: skip
+    assert mutation_report.stale(found, triage) == {f"{d}1": "killed", f"{d}3": "timeout", f"{d}9": "no such mutant"}
+
+
+def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_unknown(tmp_path, monkeypatch):
+    """A function changed since its survivors were triaged renumbers its mutants: the entry then speaks of another
+    mutant (benchmarks/mutation-results.json holds the last results of every mutant run so far)."""
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)  # no mutants/ here: the committed results alone
+    found = mutation_report.results()
+    assert mutation_report.stale(found, mutation_report.load_triage()) == {}

@@ -185,9 +185,9 @@ def test_warmup_falling_and_first_step_over_the_per_step_series(series):
     # in the second half: unjudged); a constant series needs no cut; 15, 2 or 1 steps are fewer than the 4 batch
     # means it judges. The first value against the last: w3 falls (100 -> 10), w2 and w4 rise, w1 stays.
     # w5 and w6 (3 steps each) tell the first and last values from the second and the last but one: w5 falls
-    # (3 -> 1) but rises to its second value, w6 rises (2 -> 3) but falls to its second.
+    # (3 -> 1) but rises from its second (0 -> 1); w6 rises (2 -> 3) but falls to its last but one (2 -> 1).
     answer.update({"w3": [100.0] * 10 + [10.0] * 30, "w1": [7.0] * 40, "w2": [1.0] * 14 + [2.0], "w4": [3.0, 4.0],
-                   "w0": [5.0], "w5": [3.0, 4.0, 1.0], "w6": [2.0, 0.0, 3.0]})  # fmt: skip
+                   "w0": [5.0], "w5": [3.0, 0.0, 1.0], "w6": [2.0, 1.0, 3.0]})  # fmt: skip
     runs = pd.DataFrame({"run_id": ["w3", "w1", "w4", "w6", "w2", "w0", "w5"]})
     uri = "sqlite:///nowhere.db"
     assert numbers.warmup(runs, series="throughput", tracking_uri=uri, outcome="cut") == 1.0
