@@ -14,7 +14,7 @@ from scalestudy.ingest import mlperf_training as mt
 from scalestudy.ingest.fetch import cache_dir
 from scalestudy.ingest.logs.mlperf_events import events
 from scalestudy.ingest.mlperf_reading import _blocks, _by_key
-from scalestudy.schema import NOT_STATED
+from scalestudy.schema import NOT_STATED, SchemaError
 
 FOLDER = REFERENCE / "mlperf-training-resnet"
 V21 = "v2.1/Intel/results/16-nodes-SPR-pytorch/resnet/result_1.txt"
@@ -112,3 +112,36 @@ def test_the_window_and_whole_run_throughputs(corpus, log):
     assert rec.tags["train_time_basis"] == "blocks: sum of closed blocks minus the evaluations inside them"
     assert rec.tags["accelerators"] == "0" and rec.tags["problems"] == "none"
     assert "throughput_total: " + log.rsplit("/", 1)[1] + ":199" in rec.tags["source_lines"]
+
+
+@pytest.mark.parametrize("log", [V21, V30])
+def test_the_log_importer_reads_the_epochs_and_warns_of_the_stops_that_close_no_block(corpus, log, tmp_path):
+    """`python -m scalestudy.ingest logs` on the same file (a CPU system: the system file names no accelerator, so
+    the user gives the workers and the device): throughput over the 35 epochs, the 8 block_stops after :199 a
+    warning naming the first (:215). The same file with its epoch lines renamed (line numbers kept) leaves the
+    blocks to read: then the stray stop is an error at :215 (the copy has no system file beside it: the framework is
+    given too)."""
+    from scalestudy.ingest.logs import LogOptions, read_logs, user_source
+
+    hand, path = HAND[log], corpus[0][log]
+    options = LogOptions(source=user_source("logs-test"), workers=16, device="Xeon 8480+")
+    (rec,) = read_logs([path], options)
+    run_s = (hand["run"][1] - hand["run"][0]) / 1000
+    assert rec.metrics["throughput_total"] == pytest.approx(35 * IMAGES / (hand["epoch_sum_ms"] / 1000), rel=SECONDS)
+    assert rec.metrics["throughput_run"] == pytest.approx(35 * IMAGES / run_s, rel=SECONDS)
+    assert rec.metrics["time_total_s"] == pytest.approx(run_s, abs=SECONDS)
+    assert rec.metrics["accuracy_test"] == hand["accuracy"]
+    assert rec.tags["throughput_intervals"] == "35 epoch_start -> epoch_stop intervals"
+    assert f"{path}:215: 8 block_stop lines close no block_start (not used: the epochs are)" in rec.tags[
+        "import_warning"
+    ].split(" | ")
+    lines = dict(item.split(": ", 1) for item in rec.tags["source_lines"].split("; "))
+    # the platform is the system's folder in the layout: no line of the log says it
+    assert rec.params["platform"] == "16-nodes-SPR-pytorch"
+    assert lines["platform"] == "its folder results/16-nodes-SPR-pytorch/"
+    assert lines["throughput_total"] == f"{path.name}:323" and lines["throughput_run"] == f"{path.name}:328"
+    cut = tmp_path / "results" / "16-nodes-SPR-pytorch" / "resnet" / path.name
+    cut.parent.mkdir(parents=True)
+    cut.write_text(path.read_text().replace('"key": "epoch_st', '"key": "renamed_epoch_st'))
+    with pytest.raises(SchemaError, match=rf"{path.name}:215: block_stop without a block_start before it$"):
+        read_logs([cut], LogOptions(source=user_source("logs-test"), workers=16, device="Xeon", framework="pytorch"))

@@ -7,7 +7,8 @@ The file may be a whole job's output (shell trace, launcher and framework lines 
 - `submission_benchmark` (only `resnet`, ResNet-50 v1.5 on ImageNet, maps to the study's models), `global_batch_size`,
   `train_samples`, the first `init_start` (several ranks log it), `run_start`, `run_stop` (with its `status`),
   `epoch_start`/`epoch_stop` or, where a submitter logs none, `block_start`/`block_stop` (`epoch_count` each),
-  and the last `eval_accuracy`.
+  and the last `eval_accuracy`. A block_stop that closes no block_start (Intel's SPR logs: one block_start, a
+  block_stop after each evaluation) is a warning where the epochs are read, an error where the blocks would be.
 - throughput_total: training images over the time spent in training epochs only: epochs x train_samples / the sum
   of the epoch_start -> epoch_stop intervals (blocks where no epochs are logged; a block may include its
   evaluation, depending on the submitter: a tag says which was used).
@@ -59,6 +60,7 @@ class _Log:
     blocks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (start ms, stop ms, epochs, line)
     open_epoch: tuple[int, int] | None = None  # (start ms, line)
     open_block: tuple[int, int, int] | None = None  # (start ms, epoch_count, line)
+    stray_stops: list[int] = field(default_factory=list)  # lines of block_stops that close no block_start
     stop_status: str | None = None
     n_lines: int = 0
 
@@ -88,8 +90,9 @@ def _scan(path: Path, lines: Sequence[str]) -> _Log:
             count = meta.get("epoch_count")
             log.open_block = (ms, int(count) if isinstance(count, (int, float)) else 0, number)
         elif key == "block_stop":
-            if log.open_block is None:
-                raise SchemaError(f"{path}:{number}: block_stop without a block_start before it")
+            if log.open_block is None:  # Intel's SPR logs: one block_start, a block_stop per evaluation
+                log.stray_stops.append(number)
+                continue
             log.blocks.append((log.open_block[0], ms, log.open_block[1], number))
             log.open_block = None
         elif key == "run_stop":
@@ -227,7 +230,7 @@ def _machine(path: Path, lines: Sequence[str], log: _Log, global_batch: int) -> 
     # The platform is the system's name, its folder in the layout (results/<system>/); the log's
     # submission_platform is often a placeholder ('1xSUBMISSION_PLATFORM_PLACEHOLDER'): a tag only.
     if len(path.parts) >= 4 and path.parts[-4] == "results":
-        facts["platform"] = (path.parts[-3], 0)
+        facts["platform"] = (path.parts[-3], f"its folder results/{path.parts[-3]}/")  # no line: the layout
     return facts, tags, warnings
 
 
@@ -249,12 +252,18 @@ def _benchmark(path: Path, log: _Log) -> tuple[str, str]:
     return str(benchmark), where
 
 
-def _training(path: Path, log: _Log, tags: dict[str, str]) -> tuple[int, float, int]:
+def _training(path: Path, log: _Log, tags: dict[str, str], warnings: list[str]) -> tuple[int, float, int]:
     """(epochs, seconds of training, the line of the last interval's end): the epoch_start -> epoch_stop intervals,
-    else the blocks' (which may include evaluation); which one in `tags`."""
+    else the blocks' (which may include evaluation); which one in `tags`. A block_stop that closes no block_start is
+    a warning where the epochs are read, an error where the blocks would be."""
     if log.epochs:
         tags["throughput_intervals"] = f"{len(log.epochs)} epoch_start -> epoch_stop intervals"
+        if log.stray_stops:
+            warnings.append(f"{path}:{log.stray_stops[0]}: {len(log.stray_stops)} block_stop lines close no "
+                            "block_start (not used: the epochs are)")  # fmt: skip
         return len(log.epochs), sum(stop - start for start, stop, _ in log.epochs) / 1000, log.epochs[-1][2]
+    if log.stray_stops:
+        raise SchemaError(f"{path}:{log.stray_stops[0]}: block_stop without a block_start before it")
     if log.blocks and all(count > 0 for *_, count, _ in log.blocks):
         epochs = sum(count for _, _, count, _ in log.blocks)
         training_s = sum(stop - start for start, stop, _, _ in log.blocks) / 1000
@@ -313,7 +322,7 @@ def parse(path: Path, options: LogOptions) -> list[RunRecord]:
     if global_batch % workers:
         raise SchemaError(f"{path}:{batch_line}: global_batch_size {global_batch} does not divide over {workers} GPUs")
 
-    epochs, training_s, train_line = _training(path, log, tags)
+    epochs, training_s, train_line = _training(path, log, tags, warnings)
     run_s = (stop_ms - start_ms) / 1000
     if run_s <= 0 or training_s <= 0:
         raise SchemaError(f"{path}:{stop_line}: run_stop is not after run_start (line {start_line})")
