@@ -98,7 +98,16 @@ def tree_copy(dest: Path) -> None:
     (dest / ".git" / "info").mkdir(exist_ok=True)
     (dest / ".git" / "info" / "exclude").write_text("*.meta\n*.spans\n__pycache__/\n")
     subprocess.run([*git, "add", "-A", "."], cwd=dest, check=True)
-    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "the tree under mutation"], cwd=dest, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", f"the tree under mutation: {commit_of(REPO)}"],
+                   cwd=dest, check=True)  # fmt: skip
+
+
+def commit_of(repo: Path) -> str:
+    """The checkout's commit, '+' when files differ from it: what a run's results were measured on."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo, capture_output=True,
+                           text=True).stdout.strip()  # fmt: skip
+    return (head.stdout.strip() or "unknown") + ("+" if dirty else "")
 
 
 def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
@@ -123,10 +132,15 @@ def function_of(name: str) -> str:
 
 
 def load_ledger() -> dict:
-    """{"mutmut": version, "runs": [...], "modules": {module: {function: [hash, {mutant number: exit code}]}}}"""
+    """{"mutmut": version, "runs": [...], "modules": {module: {function: [hash, {mutant number: exit code}]}}}; an
+    exit code null: not checked yet."""
     if not LEDGER.is_file():
         return {"mutmut": mutmut_version(), "runs": [], "modules": {}}
     ledger = json.loads(LEDGER.read_text())
+    # on disk each function's exit codes are a list, mutant n at n - 1 (mutmut numbers them from 1, no gaps)
+    for functions in ledger["modules"].values():
+        for function, (digest, codes) in functions.items():
+            functions[function] = [digest, {str(n): code for n, code in enumerate(codes, start=1)}]
     if ledger.get("mutmut") != mutmut_version():  # another mutmut may number the mutants of a function otherwise
         print(f"note: {LEDGER.name} is of mutmut {ledger.get('mutmut')}, not {mutmut_version()}: not used")
         return {"mutmut": mutmut_version(), "runs": [], "modules": {}}
@@ -190,12 +204,23 @@ def record(ledger: dict, run: dict | None = None) -> dict:
 
 def run_entry(seconds: float) -> dict:
     """What the ledger keeps of a run: when it ended, on which commit, how long, and the totals after it."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    # the commit tree_copy wrote into mutants/'s own history (the checkout may have moved on since the run began)
+    made = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=REPO / "mutants", capture_output=True, text=True)
+    prefix = "the tree under mutation: "
+    commit = made.stdout.strip().removeprefix(prefix) if made.stdout.startswith(prefix) else commit_of(REPO)
     counts = Counter(status for mutants in results().values() for status in mutants.values())
     checked = sum(counts.values()) - counts["not checked"]
-    return {"ended": time.strftime("%Y-%m-%d %H:%M"), "commit": commit.stdout.strip() or "unknown",
+    return {"ended": time.strftime("%Y-%m-%d %H:%M"), "commit": commit or "unknown",
             "minutes": round(seconds / 60, 1), "mutants": sum(counts.values()), "checked": checked,
             "caught": sum(counts[s] for s in CAUGHT)}  # fmt: skip
+
+
+def as_list(codes: dict[str, int | None]) -> list[int | None]:
+    """{"1": 1, "3": 0} -> [1, None, 0]: mutant n at n - 1"""
+    found = [None] * max(map(int, codes), default=0)
+    for n, code in codes.items():
+        found[int(n) - 1] = code
+    return found
 
 
 def save_ledger(ledger: dict) -> None:
@@ -206,7 +231,8 @@ def save_ledger(ledger: dict) -> None:
     lines += ["  ],", '  "modules": {']
     for i, (module, functions) in enumerate(ledger["modules"].items()):
         lines.append(f"    {json.dumps(module)}: {{")
-        entries = [f"      {json.dumps(f)}: {json.dumps(v, separators=(',', ':'))}" for f, v in functions.items()]
+        entries = [f"      {json.dumps(f)}: {json.dumps([digest, as_list(codes)], separators=(',', ':'))}"
+                   for f, (digest, codes) in functions.items()]  # fmt: skip
         lines.append(",\n".join(entries))
         lines.append("    }" + ("," if i < len(ledger["modules"]) - 1 else ""))
     lines += ["  }", "}"]

@@ -131,7 +131,9 @@ def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_fr
     assert [r["commit"] for r in merged["runs"]] == ["abc", "def"]
     mutation_report.save_ledger(merged)
     assert mutation_report.load_ledger() == merged
-    assert '      "x_f": ["h1",{"1":1,"2":1,"3":1}]' in (tmp_path / "ledger.json").read_text()  # a line per function
+    written = (tmp_path / "ledger.json").read_text()
+    assert '      "x_f": ["h1",[1,1,1]],\n      "x_g": ["new",[null,0]]\n' in written  # a line per function
+    assert mutation_report.as_list({"3": 0, "1": 1}) == [1, None, 0]  # mutant n at n - 1
     # a new checkout: no mutants/; the report comes from the ledger (5 mutants, 3 killed, one survivor, one unchecked)
     path.unlink()
     found = mutation_report.results()
