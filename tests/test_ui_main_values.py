@@ -36,7 +36,7 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.end_headers()
         self.wfile.write(b"OK")
-        print("health", flush=True)
+        print("health", file=sys.stderr, flush=True)  # the log holds the server's stderr too
         self.server.done = mode == "once"
     def log_message(self, *args):
         pass
@@ -76,7 +76,17 @@ def args(tmp_path: Path, port: int, *more: str) -> list[str]:
 
 def test_main_prints_the_ui_and_its_views_then_reports_the_server_stopping(ui, tmp_path, capsys):
     uri, port, calls, _ = ui
-    assert server.main(args(tmp_path, port)) == 3  # the server's own status
+    # this process's stdin holds a line for the while: the server must not read it (it gets no stdin)
+    typed, saved = os.pipe(), os.dup(0)
+    os.write(typed[1], b"typed\n")
+    os.close(typed[1])
+    os.dup2(typed[0], 0)
+    try:
+        assert server.main(args(tmp_path, port)) == 3  # the server's own status
+    finally:
+        os.dup2(saved, 0)
+        os.close(saved)
+        os.close(typed[0])
     log = tmp_path / f"store-ui-{port}.log"
     base = f"http://127.0.0.1:{port}"
     out, err = capsys.readouterr()
@@ -149,3 +159,53 @@ def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys):
         out, err = capsys.readouterr()
         assert out.startswith(f"MLflow UI on {uri} at http://127.0.0.1:{port}/") and err == ""
         assert not server.port_in_use("127.0.0.1", port)  # the server is gone, its port free again
+
+
+def test_main_help_and_defaults(monkeypatch, capsys, tmp_path):
+    """`python -m scalestudy.ui --help` word for word (120 columns); the defaults (port 5000 on 127.0.0.1, the
+    sidecars in ./paper) as the first refusal and the views' call show them; a host off the loopback refused."""
+    monkeypatch.setenv("COLUMNS", "120")
+    with pytest.raises(SystemExit) as stop:
+        server.main(["--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out == (
+        "usage: python -m scalestudy.ui [-h] [--host {127.0.0.1,localhost,::1}] [--port PORT] [--paper PAPER] "
+        "[--auth]\n"
+        "\n"
+        "python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the MLflow UI on this "
+        "repository's\nstore, with a link to each experiment's runs and to the runs behind each figure and table.\n"
+        "\n"
+        "options:\n"
+        "  -h, --help            show this help message and exit\n"
+        "  --host {127.0.0.1,localhost,::1}\n"
+        "  --port PORT\n"
+        "  --paper PAPER         where the figure and table sidecars are\n"
+        "  --auth                MLflow's basic-auth app: every request needs a user and password (first start:\n"
+        "                        MLFLOW_AUTH_ADMIN_PASSWORD)\n"
+    )
+    with pytest.raises(SystemExit) as stop:
+        server.main(["--host", "0.0.0.0"])
+    assert stop.value.code == 2
+    assert "argument --host: invalid choice: '0.0.0.0' (choose from '127.0.0.1', 'localhost', '::1')" in (
+        capsys.readouterr().err
+    )
+    store = tmp_path / "store.db"
+    store.touch()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store}")
+    asked = []
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: asked.append((host, port)) or True)
+    assert server.main([]) == 2
+    assert asked == [("127.0.0.1", 5000)]
+    assert capsys.readouterr().err == (
+        "error: http://127.0.0.1:5000 is already in use (another MLflow UI?): stop it or pick another --port\n"
+    )
+    monkeypatch.setattr(server, "port_in_use", lambda host, port: False)
+    monkeypatch.setattr(server, "relocate_artifacts", lambda uri: None)
+
+    def views(uri, paper, base_url):
+        asked.append((uri, paper, base_url))
+        raise server.UIError("stop here")
+
+    monkeypatch.setattr(server, "publish_views", views)
+    assert server.main([]) == 2
+    assert asked[-1] == (f"sqlite:///{store}", Path("paper"), "http://127.0.0.1:5000")

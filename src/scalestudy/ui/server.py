@@ -276,7 +276,7 @@ def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.ui", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ui", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1", choices=LOOPBACK)
     ap.add_argument("--port", type=int, default=5000)
     ap.add_argument("--paper", type=Path, default=Path("paper"), help="where the figure and table sidecars are")
