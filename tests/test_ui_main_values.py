@@ -6,6 +6,7 @@ tests/integration/test_ui_integration.py runs the real MLflow server with Chromi
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import sys
@@ -21,15 +22,19 @@ from scalestudy.store import sync_experiment
 from scalestudy.ui import server
 
 # The stand-in: says what it was started with, then serves /health (mode "once": exits with status 3 after the
-# first answer; "forever": until stopped; "crash": exits with status 5 before listening).
+# first answer; "once0": the same with status 0; "forever": until stopped; "crash": exits with status 5 before
+# listening; "mute": exits with status 5 before it prints anything).
 STAND_IN = r"""
 import http.server, os, sys
 port, mode = int(sys.argv[1]), sys.argv[2]
+if mode == "mute":
+    sys.exit(5)
 print("leader", os.getsid(0) == os.getpid(), "stdin", repr(sys.stdin.read()),
       "jobs", os.environ.get("MLFLOW_SERVER_ENABLE_JOB_EXECUTION"), "auth", os.environ.get("MLFLOW_AUTH_CONFIG_PATH"),
       flush=True)
-if mode == "crash":
-    print("boom: the port is not ours", flush=True)
+if mode == "crash":  # a line before the last, and a byte that is not UTF-8 in it
+    print("starting", flush=True)
+    sys.stdout.buffer.write(b"boom: the port is not ours \xff\n")
     sys.exit(5)
 class Health(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
@@ -37,14 +42,14 @@ class Health(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"OK")
         print("health", file=sys.stderr, flush=True)  # the log holds the server's stderr too
-        self.server.done = mode == "once"
+        self.server.done = mode in ("once", "once0")
     def log_message(self, *args):
         pass
 httpd = http.server.HTTPServer(("127.0.0.1", port), Health)
 httpd.done = False
 while not httpd.done:
     httpd.handle_request()
-sys.exit(3)
+sys.exit(0 if mode == "once0" else 3)
 """
 
 
@@ -131,7 +136,16 @@ def test_main_reports_a_server_that_ends_before_it_answers(ui, tmp_path, capsys)
     log = tmp_path / f"store-ui-{port}.log"
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == f"error: mlflow server on {uri} exited with status 5: boom: the port is not ours (its log: {log})\n"
+    # the log's last line, its bad byte replaced
+    assert err == (
+        f"error: mlflow server on {uri} exited with status 5: boom: the port is not ours \ufffd (its log: {log})\n"
+    )
+    mode[0] = "mute"  # an empty log: nothing after the colon
+    assert server.main(args(tmp_path, port)) == 1
+    assert capsys.readouterr().err == f"error: mlflow server on {uri} exited with status 5:  (its log: {log})\n"
+    mode[0] = "once0"  # a server that stops with status 0 still stops the UI: an error
+    assert server.main(args(tmp_path, port)) == 1
+    assert capsys.readouterr().err.endswith(f"error: mlflow server stopped with status 0 (its log: {log})\n")
 
 
 def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys):
@@ -209,3 +223,28 @@ def test_main_help_and_defaults(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(server, "publish_views", views)
     assert server.main([]) == 2
     assert asked[-1] == (f"sqlite:///{store}", Path("paper"), "http://127.0.0.1:5000")
+
+
+def test_main_flushes_its_lines_before_it_waits_and_repoints_a_moved_store(ui, tmp_path, monkeypatch):
+    """Piped (`make ui | tee`), the lines must be out before main waits on the server: the last print flushes.
+    A store copied elsewhere gets its artifact locations re-pointed beside it before the server starts."""
+    from mlflow.tracking import MlflowClient
+
+    from scalestudy.store import sqlite_path
+
+    uri, port, _, _ = ui
+    moved = tmp_path / "moved" / "store.db"
+    moved.parent.mkdir()
+    moved.write_bytes(sqlite_path(uri).read_bytes())
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{moved}")
+    flushed = []
+
+    class Pipe(io.StringIO):
+        def flush(self):
+            flushed.append(self.getvalue())
+
+    monkeypatch.setattr(sys, "stdout", Pipe())
+    assert server.main(args(tmp_path, port)) == 3
+    assert flushed and flushed[-1].endswith("Ctrl-C stops the UI.\n")
+    locations = {e.name: e.artifact_location for e in MlflowClient(f"sqlite:///{moved}").search_experiments()}
+    assert locations["unit"].startswith(f"file://{moved.parent}/"), locations
