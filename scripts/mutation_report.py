@@ -326,17 +326,28 @@ def module_prefix(name: str) -> str:
     return name.rsplit("__mutmut_", 1)[0].rpartition(".")[0]
 
 
-def stale(found: dict[str, dict[str, str]], triage: dict[str, str]) -> dict[str, str]:
+def stale(found: dict[str, dict[str, str]], triage: dict[str, str], changed: set[str] = frozenset()) -> dict[str, str]:
     """Triage entries that name no survivor, with the mutant's status: killed, or no such mutant in its module's
     results (a function changed since renumbers its mutants: the entry then likely speaks of another mutant).
-    Mutants of modules with no results yet are not judged."""
+    Mutants of modules with no results yet, or `changed` since (src/ paths: results of older code), are not judged."""
     status = {name: st for mutants in found.values() for name, st in mutants.items()}
-    modules = {module_prefix(name) for name in status}
+    modules = {module_prefix(name) for name in status} - {prefix_of(m.removeprefix("src/")) for m in changed}
+    status = {name: st for name, st in status.items() if module_prefix(name) in modules}
     return {
         name: status.get(name, "no such mutant")
         for name in sorted(triage)
         if "*" not in name and (status.get(name) in CAUGHT or (name not in status and module_prefix(name) in modules))
     }
+
+
+def changed_since(commit: str) -> set[str]:
+    """The src/ files that differ from `commit` in the checkout (committed since, or not committed); every module when
+    git cannot tell (a commit not in this history)."""
+    diff = ["git", "diff", "--name-only", commit.rstrip("+"), "--", "src"]
+    proc = subprocess.run(diff, cwd=REPO, capture_output=True, text=True)
+    if proc.returncode != 0:
+        return {str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py")}
+    return set(proc.stdout.split())
 
 
 def report(
@@ -373,7 +384,7 @@ def report(
     if runs:
         lines += ["", f"Runs in {LEDGER.relative_to(REPO)}: {len(runs)}, {sum(r['minutes'] for r in runs) / 60:.1f} h "
                   f"of mutmut in all, the last ended {runs[-1]['ended']} on commit {runs[-1]['commit']}."]  # fmt: skip
-    gone = stale(found, triage)
+    gone = stale(found, triage, changed_since(runs[-1]["commit"]) if runs else set())
     if gone:
         lines += ["", f"Triage entries that name no survivor (remove them, or check what they name): {len(gone)}", ""]
         lines += [f"- `{name}`: {status}" for name, status in gone.items()]

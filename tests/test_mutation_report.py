@@ -167,6 +167,9 @@ def test_a_triage_entry_naming_a_killed_or_unknown_mutant_is_stale():
     triage = {f"{d}1": "a", f"{d}2": "b", f"{d}3": "c", f"{d}4": "d", f"{d}9": "renumbered", f"{d}*": "glob",
               "scalestudy.paper.numbers.x_g__mutmut_1": "module not run yet"}  # fmt: skip
     assert mutation_report.stale(found, triage) == {f"{d}1": "killed", f"{d}3": "timeout", f"{d}9": "no such mutant"}
+    assert mutation_report.stale(found, triage, {"src/scalestudy/derive.py"}) == {}  # results of older code
+    assert set(mutation_report.changed_since("HEAD")) <= {str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*")}
+    assert mutation_report.changed_since("no-such-commit") >= {"src/scalestudy/derive.py"}
 
 
 def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_unknown(tmp_path, monkeypatch):
@@ -174,4 +177,8 @@ def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_u
     mutant (benchmarks/mutation-results.json holds the last results of every mutant run so far)."""
     monkeypatch.setattr(mutation_report, "REPO", tmp_path)  # no mutants/ here: the committed results alone
     found = mutation_report.results()
-    assert mutation_report.stale(found, mutation_report.load_triage()) == {}
+    runs = mutation_report.load_ledger()["runs"]
+    monkeypatch.setattr(mutation_report, "REPO", REPO)
+    # the modules changed since the last run have results of older code (renumbered since): not judged
+    changed = mutation_report.changed_since(runs[-1]["commit"]) if runs else set()
+    assert mutation_report.stale(found, mutation_report.load_triage(), changed) == {}
