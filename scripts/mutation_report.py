@@ -52,6 +52,9 @@ STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 
           None: "not checked"}  # fmt: skip
 # A mutant whose tests ran past their limit counts as caught, as mutmut counts it: an infinite loop is a bug found.
 CAUGHT = ("killed", "timeout")
+# What `--run --again` (no names) tests again: every mutant not killed outright. A timeout too: on a loaded machine a
+# slow test passes its limit, and that counted as caught.
+AGAIN = ("survived", "no tests", "skipped", "suspicious", "timeout")
 
 
 def mirror() -> str | None:
@@ -438,8 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.run is not None:
         started = time.monotonic()
         names = args.run
-        if args.again and not args.run:  # every mutant not caught: unchecked again, run in mutmut's own order
-            forget(False, ("survived", "no tests", "skipped", "suspicious"))
+        if args.again and not args.run:  # every mutant not killed outright (a timeout may be a slow test under load)
+            forget(False, AGAIN)
         elif args.again:  # mutmut reruns a mutant that has a result only when it is named
             globs, known = args.run, [name for mutants in results().values() for name in mutants]
             names = [name for mutants in results().values() for name, status in mutants.items()

@@ -97,9 +97,10 @@ def test_again_without_names_makes_every_mutant_not_caught_unchecked(tmp_path, m
     monkeypatch.setattr(mutation_report, "REPO", tmp_path)
     name = "scalestudy.derive.x_f__mutmut_"
     meta(tmp_path, "scalestudy/derive.py", {f"{name}{i}": c for i, c in enumerate([1, 0, 33, 36, 34, 99, None], 1)})
-    mutation_report.forget(False, ("survived", "no tests", "skipped", "suspicious"))
+    mutation_report.forget(False, mutation_report.AGAIN)
     codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
-    assert codes == {f"{name}1": 1, f"{name}2": None, f"{name}3": None, f"{name}4": 36, f"{name}5": None,
+    # 36, a timeout, is tested again too (on a loaded machine a slow test times out)
+    assert codes == {f"{name}1": 1, f"{name}2": None, f"{name}3": None, f"{name}4": None, f"{name}5": None,
                      f"{name}6": None, f"{name}7": None}  # fmt: skip
 
 
