@@ -42,16 +42,14 @@ from pathlib import Path
 
 import yaml
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # scripts/: the ledger's module beside this one
+import mutation_ledger as ledgers
+from mutation_ledger import CAUGHT, STATUS, prefix_of
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out" / "mutation"
 TRIAGE = REPO / "docs" / "mutation-triage.yaml"
 LEDGER = REPO / "benchmarks" / "mutation-results.json"
-# mutmut's exit codes of a mutant's test run, as its `results` names them (mutmut/stats.py).
-STATUS = {1: "killed", 3: "killed", 37: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",
-          36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
-          None: "not checked"}  # fmt: skip
-# A mutant whose tests ran past their limit counts as caught, as mutmut counts it: an infinite loop is a bug found.
-CAUGHT = ("killed", "timeout")
 # What `--run --again` (no names) tests again: every mutant not killed outright. A timeout too: on a loaded machine a
 # slow test passes its limit, and that counted as caught.
 AGAIN = ("survived", "no tests", "skipped", "suspicious", "timeout")
@@ -129,82 +127,6 @@ def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
             meta.write_text(json.dumps(data))
 
 
-def function_of(name: str) -> str:
-    """scalestudy.derive.x_f__mutmut_3 -> x_f (mutmut's mangled name, the key of its hash_by_function_name)"""
-    return name.rsplit("__mutmut_", 1)[0].rpartition(".")[2]
-
-
-def load_ledger() -> dict:
-    """{"mutmut": version, "runs": [...], "modules": {module: {function: [hash, {mutant number: exit code}]}}}; an
-    exit code null: not checked yet."""
-    if not LEDGER.is_file():
-        return {"mutmut": mutmut_version(), "runs": [], "modules": {}}
-    ledger = json.loads(LEDGER.read_text())
-    # on disk each function's exit codes are a list, mutant n at n - 1 (mutmut numbers them from 1, no gaps)
-    for functions in ledger["modules"].values():
-        for function, (digest, codes) in functions.items():
-            functions[function] = [digest, {str(n): code for n, code in enumerate(codes, start=1)}]
-    if ledger.get("mutmut") != mutmut_version():  # another mutmut may number the mutants of a function otherwise
-        print(f"note: {LEDGER.name} is of mutmut {ledger.get('mutmut')}, not {mutmut_version()}: not used")
-        return {"mutmut": mutmut_version(), "runs": [], "modules": {}}
-    return ledger
-
-
-def mutmut_version() -> str:
-    from importlib.metadata import version
-
-    return version("mutmut")
-
-
-def prefix_of(module: str) -> str:
-    """scalestudy/ingest/logs/__init__.py -> scalestudy.ingest.logs: the start of its mutants' names"""
-    return module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-
-
-def restore(ledger: dict) -> int:
-    """Write the ledger's results as mutmut's meta files where mutants/ has none yet (a new checkout); mutmut keeps a
-    result when it generates that function's mutants again with the same hash. Returns the results restored."""
-    restored = 0
-    for module, functions in ledger["modules"].items():
-        meta = REPO / "mutants" / "src" / f"{module}.meta"
-        if meta.exists() or not (REPO / "src" / module).is_file():
-            continue
-        codes = {f"{prefix_of(module)}.{function}__mutmut_{n}": code for function, (_, known) in functions.items()
-                 for n, code in known.items()}  # fmt: skip
-        hashes = {function: digest for function, (digest, _) in functions.items()}
-        meta.parent.mkdir(parents=True, exist_ok=True)
-        meta.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": hashes,
-                                    "durations_by_key": {}, "estimated_durations_by_key": {}}))  # fmt: skip
-        restored += len(codes)
-    return restored
-
-
-def record(ledger: dict, run: dict | None = None) -> dict:
-    """The ledger with mutants/'s results merged in: a function of the same hash keeps the ledger's results that
-    mutants/ has not checked; a function whose hash changed, or that is new, takes mutants/'s alone; modules and
-    functions gone from src/ are dropped."""
-    modules = {m: f for m, f in ledger["modules"].items() if (REPO / "src" / m).is_file()}
-    for meta in sorted((REPO / "mutants" / "src").rglob("*.py.meta")):
-        module = module_of(meta)
-        if not (REPO / "src" / module).is_file():
-            continue
-        data = json.loads(meta.read_text())
-        hashes = data.get("hash_by_function_name", {})
-        old = modules.get(module, {})
-        new = {}
-        for function, digest in hashes.items():
-            known = dict(old[function][1]) if function in old and old[function][0] == digest else {}
-            for name, code in data["exit_code_by_key"].items():
-                number = name.rsplit("__mutmut_", 1)[1]
-                # unchecked ones too (null): the ledger alone then counts every mutant, for a report without mutants/
-                if function_of(name) == function and (code is not None or number not in known):
-                    known[number] = code
-            new[function] = [digest, dict(sorted(known.items(), key=lambda item: int(item[0])))]
-        modules[module] = new
-    runs = ledger["runs"] + ([run] if run else [])
-    return {"mutmut": ledger["mutmut"], "runs": runs, "modules": dict(sorted(modules.items()))}
-
-
 def run_entry(seconds: float) -> dict:
     """What the ledger keeps of a run: when it ended, on which commit, how long, and the totals after it."""
     # the commit tree_copy wrote into mutants/'s own history (the checkout may have moved on since the run began)
@@ -218,33 +140,6 @@ def run_entry(seconds: float) -> dict:
             "caught": sum(counts[s] for s in CAUGHT)}  # fmt: skip
 
 
-def as_list(codes: dict[str, int | None]) -> list[int | None]:
-    """{"1": 1, "3": 0} -> [1, None, 0]: mutant n at n - 1"""
-    found = [None] * max(map(int, codes), default=0)
-    for n, code in codes.items():
-        found[int(n) - 1] = code
-    return found
-
-
-def save_ledger(ledger: dict) -> None:
-    """One line per function, so that a run's change to the committed file reads as a diff of those functions."""
-    lines = ["{", f'  "mutmut": {json.dumps(ledger["mutmut"])},', '  "runs": [']
-    lines += [f"    {json.dumps(run)}," for run in ledger["runs"]]
-    lines[-1] = lines[-1].rstrip(",") if ledger["runs"] else lines[-1]
-    lines += ["  ],", '  "modules": {']
-    for i, (module, functions) in enumerate(ledger["modules"].items()):
-        lines.append(f"    {json.dumps(module)}: {{")
-        entries = [f"      {json.dumps(f)}: {json.dumps([digest, as_list(codes)], separators=(',', ':'))}"
-                   for f, (digest, codes) in functions.items()]  # fmt: skip
-        lines.append(",\n".join(entries))
-        lines.append("    }" + ("," if i < len(ledger["modules"]) - 1 else ""))
-    lines += ["  }", "}"]
-    tmp = LEDGER.with_suffix(".json.tmp")
-    tmp.write_text("\n".join(line for line in lines if line) + "\n")
-    json.loads(tmp.read_text())  # never a ledger that does not read back
-    tmp.replace(LEDGER)
-
-
 def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False, ledger: dict | None = None) -> int:
     """mutmut run; `ledger`: the results to start from where mutants/ has none (None: every mutant afresh)."""
     # Made before Python starts (a PYTHONPATH entry missing at start-up is cached as absent for good).
@@ -252,7 +147,7 @@ def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = Fa
     if ledger is None:
         forget(relink, tuple(set(STATUS.values()) | {"suspicious"}))
     else:
-        print(f"{restore(ledger)} results restored from {LEDGER.relative_to(REPO)}")
+        print(f"{ledgers.restore(ledger, REPO)} results restored from {LEDGER.relative_to(REPO)}")
         forget(relink)
     # mutmut_site/sitecustomize.py: what a test's `python -m scalestudy...` child calls counts for the test
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'mutants' / 'src'}:{REPO / 'scripts' / 'mutmut_site'}")
@@ -272,17 +167,14 @@ def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = Fa
 
 
 def module_of(meta: Path) -> str:
-    """mutants/src/scalestudy/ingest/fetch.py.meta -> scalestudy/ingest/fetch.py"""
-    return str(meta.relative_to(REPO / "mutants" / "src"))[: -len(".meta")]
+    return ledgers.module_of(meta, REPO)
 
 
 def results() -> dict[str, dict[str, str]]:
     """{module: {mutant name: status}} from mutmut's meta files; without mutants/ (a new checkout), from the
     ledger."""
     if not any((REPO / "mutants" / "src").rglob("*.py.meta")):
-        return {module: {f"{prefix_of(module)}.{function}__mutmut_{n}": STATUS.get(code, "suspicious")
-                         for function, (_, known) in functions.items() for n, code in known.items()}
-                for module, functions in load_ledger()["modules"].items()}  # fmt: skip
+        return ledgers.statuses(ledgers.load(LEDGER))
     found = {}
     for meta in sorted((REPO / "mutants" / "src").rglob("*.py.meta")):
         if not (REPO / "src" / module_of(meta)).is_file():  # a module since moved or removed
@@ -435,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         if not any((REPO / "mutants" / "src").rglob("*.py.meta")):
             print("error: --record: no mutmut results under mutants/ to record", file=sys.stderr)
             return 2
-        save_ledger(record(load_ledger(), run_entry(60 * args.record)))
+        ledgers.save(ledgers.record(ledgers.load(LEDGER), REPO, run_entry(60 * args.record)), LEDGER)
     OUT.mkdir(parents=True, exist_ok=True)
     seconds = None
     if args.run is not None:
@@ -452,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
             if not names:
                 print("every mutant of those names is killed already")
                 names = None
-        ledger = {"mutmut": mutmut_version(), "runs": [], "modules": {}} if args.fresh else load_ledger()
+        ledger = ledgers.empty() if args.fresh else ledgers.load(LEDGER)
         code = 0
         try:
             if names is not None:
@@ -462,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:  # a run stopped with Ctrl-C keeps what it checked
             seconds = time.monotonic() - started
             if names is not None:
-                save_ledger(record(ledger, run_entry(seconds)))
+                ledgers.save(ledgers.record(ledger, REPO, run_entry(seconds)), LEDGER)
         if code not in (0, 1):
             print(f"error: mutmut stopped with exit code {code}; see {OUT / 'mutmut.log'}", file=sys.stderr)
             return 2
@@ -475,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     if not found:
         print("error: no mutmut results under mutants/ (run with --run first)", file=sys.stderr)
         return 2
-    text, share = report(found, triage, seconds, load_ledger()["runs"])
+    text, share = report(found, triage, seconds, ledgers.load(LEDGER)["runs"])
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
     print(text.split("\n## ")[0])

@@ -7,6 +7,7 @@ import pytest
 from helpers import REPO, load_script
 
 mutation_report = load_script("mutation_report")
+ledgers = load_script("mutation_ledger")
 
 
 def meta(root, module: str, codes: dict) -> None:
@@ -110,7 +111,7 @@ def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_fr
     back, a report is made from it alone, and restore() writes it as mutmut's meta files where there are none."""
     monkeypatch.setattr(mutation_report, "REPO", tmp_path)
     monkeypatch.setattr(mutation_report, "LEDGER", tmp_path / "ledger.json")
-    monkeypatch.setattr(mutation_report, "mutmut_version", lambda: "3.8.1")
+    monkeypatch.setattr(ledgers, "mutmut_version", lambda: "3.8.1")
     for module in ("derive.py", "ingest/logs/__init__.py"):
         (tmp_path / "src" / "scalestudy" / module).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "src" / "scalestudy" / module).write_text("")
@@ -126,15 +127,15 @@ def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_fr
                                                      f"{d}x_f__mutmut_3": None, f"{d}x_g__mutmut_1": None,
                                                      f"{d}x_g__mutmut_2": 0},
                                 "hash_by_function_name": {"x_f": "h1", "x_g": "new"}}))  # fmt: skip
-    merged = mutation_report.record(ledger, {"minutes": 12.5, "ended": "2026-11-26 05:00", "commit": "def"})
+    merged = ledgers.record(ledger, tmp_path, {"minutes": 12.5, "ended": "2026-11-26 05:00", "commit": "def"})
     assert merged["modules"] == {"scalestudy/derive.py": {"x_f": ["h1", {"1": 1, "2": 1, "3": 1}],
                                                           "x_g": ["new", {"1": None, "2": 0}]}}  # fmt: skip
     assert [r["commit"] for r in merged["runs"]] == ["abc", "def"]
-    mutation_report.save_ledger(merged)
-    assert mutation_report.load_ledger() == merged
+    ledgers.save(merged, tmp_path / "ledger.json")
+    assert ledgers.load(tmp_path / "ledger.json") == merged
     written = (tmp_path / "ledger.json").read_text()
     assert '      "x_f": ["h1",[1,1,1]],\n      "x_g": ["new",[null,0]]\n' in written  # a line per function
-    assert mutation_report.as_list({"3": 0, "1": 1}) == [1, None, 0]  # mutant n at n - 1
+    assert ledgers.as_list({"3": 0, "1": 1}) == [1, None, 0]  # mutant n at n - 1
     # a new checkout: no mutants/; the report comes from the ledger (5 mutants, 3 killed, one survivor, one unchecked)
     path.unlink()
     found = mutation_report.results()
@@ -147,7 +148,7 @@ def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_fr
     assert "(no diff: mutants/ is not made here" in text
     # restore: meta files in mutmut's format, the names of a package's __init__ without it
     merged["modules"]["scalestudy/ingest/logs/__init__.py"] = {"x_k": ["h2", {"1": 36}]}
-    assert mutation_report.restore(merged) == 6
+    assert ledgers.restore(merged, tmp_path) == 6
     written = json.loads(path.read_text())
     assert written["exit_code_by_key"][f"{d}x_g__mutmut_2"] == 0 and written["hash_by_function_name"]["x_g"] == "new"
     assert set(written) == {"exit_code_by_key", "hash_by_function_name", "durations_by_key",
@@ -156,10 +157,10 @@ def test_the_ledger_keeps_results_per_function_hash_and_a_new_checkout_starts_fr
     assert init["exit_code_by_key"] == {"scalestudy.ingest.logs.x_k__mutmut_1": 36}
     # a meta file already there (a run under way) is left as it is
     path.write_text("{}")
-    assert mutation_report.restore(merged) == 0 and path.read_text() == "{}"
+    assert ledgers.restore(merged, tmp_path) == 0 and path.read_text() == "{}"
     # another mutmut version may number mutants otherwise: its ledger is not used
-    monkeypatch.setattr(mutation_report, "mutmut_version", lambda: "3.9.0")
-    assert mutation_report.load_ledger()["modules"] == {}
+    monkeypatch.setattr(ledgers, "mutmut_version", lambda: "3.9.0")
+    assert ledgers.load(tmp_path / "ledger.json")["modules"] == {}
 
 
 def test_a_triage_entry_naming_a_killed_or_unknown_mutant_is_stale():
@@ -178,7 +179,7 @@ def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_u
     mutant (benchmarks/mutation-results.json holds the last results of every mutant run so far)."""
     monkeypatch.setattr(mutation_report, "REPO", tmp_path)  # no mutants/ here: the committed results alone
     found = mutation_report.results()
-    runs = mutation_report.load_ledger()["runs"]
+    runs = ledgers.load(mutation_report.LEDGER)["runs"]
     monkeypatch.setattr(mutation_report, "REPO", REPO)
     # the modules changed since the last run have results of older code (renumbered since): not judged
     changed = mutation_report.changed_since(runs[-1]["commit"]) if runs else set()
