@@ -37,6 +37,8 @@ DELL = "v2.0/Dell/results/XE8545x4A100-SXM-40GB/resnet/result_0.txt"
 DELL_SYSTEM = "v2.0/Dell/systems/XE8545x4A100-SXM-40GB.json"  # framework names MXNet, PyTorch and TensorFlow
 DELLEMC_SYSTEM = "v0.7/DellEMC/systems/C4140.json"  # "number of nodes"
 TRAILING = "v0.7/Alibaba/systems/n32_pai_eflops.json"  # a trailing comma (line 35)
+HABANA = "v1.1/Intel-HabanaLabs/results/HLS-1H-N2/resnet/result_0.txt"  # blocks only, 69 lines
+HABANA_SYSTEM = "v1.1/Intel-HabanaLabs/systems/HLS-1H-N2.json"
 IMAGES = 1281167  # train_samples of every log here
 SECONDS = 1e-9
 
@@ -44,7 +46,8 @@ SECONDS = 1e-9
 @pytest.fixture(scope="module")
 def files():
     return raw_files_of(
-        "mlperf-training-resnet", ALIBABA, SMC, SMC_SYSTEM, DELL, DELL_SYSTEM, DELLEMC_SYSTEM, TRAILING
+        "mlperf-training-resnet", ALIBABA, SMC, SMC_SYSTEM, DELL, DELL_SYSTEM, DELLEMC_SYSTEM, TRAILING,
+        HABANA, HABANA_SYSTEM,
     )
 
 
@@ -463,3 +466,73 @@ def test_system_file_in_and_out_of_the_layout(files, tmp_path):
     (tmp_path / "Sub" / "systems" / "box.json").mkdir(parents=True)
     assert system_file(log) is None  # a folder, not a file
     assert system_file(Path("results/box/r.txt")) is None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# v1.1 Habana HLS-1H-N2: blocks only
+
+
+def test_habana_blocks_every_value(files):
+    path = files[HABANA]
+    (rec,) = mp.parse(path, options())
+    rec.validate()
+    # 9 block_start -> block_stop intervals (:24 -> :28, ..., :64 -> :68), epoch_count 3 then 8 x 4 = 35 epochs;
+    # each block_start has its block_stop's stamp before it, so they sum to :68 1636543909997 - :24 1636540543396
+    # = 3366.601 s; :23 run_start (= :24), :69 run_stop 1636543910001: 3366.605 s; :2 init_start 1636540473364;
+    # :67 eval_accuracy 0.7594799995422363
+    want = {
+        "throughput_total": 35 * IMAGES / 3366.601,
+        "throughput_run": 35 * IMAGES / 3366.605,
+        "time_total_s": 3366.605,
+        "time_init_s": 70.032,
+        "accuracy_test": 0.7594799995422363,
+    }
+    assert set(rec.metrics) == set(want)
+    for name, value in want.items():
+        assert rec.metrics[name] == pytest.approx(value, rel=SECONDS), name
+    # systems/HLS-1H-N2.json: 2 nodes (:6) x 4 (:20) = 8; "Habana Gaudi" (:21); "TensorFlow 2.5.1" (:31), which the
+    # log's own text names at :1 (the log's line wins); global_batch_size 2048 (:8): 256 a device
+    assert rec.params | {} == {
+        "model": "resnet50", "framework": "tensorflow", "api": "mlperf", "workers": 8, "device": "Habana Gaudi",
+        "data": "real", "batch_per_worker": 256, "platform": "HLS-1H-N2", "epochs": 35,
+    }  # fmt: skip
+    want_tags = {
+        "throughput_intervals": "9 block_start -> block_stop intervals (may include evaluation)",
+        "training_seconds": "3366.601", "run_stop_status": "success", "submission_platform": "gaudi-0",
+        "system_description": "systems/HLS-1H-N2.json", "system_name": "HLS-1H-N2", "device_name": "Habana Gaudi",
+        "global_batch_size": "2048", "source_line": "result_0.txt:68",
+    }  # fmt: skip
+    assert {k: rec.tags.get(k) for k in want_tags} == want_tags and rec.status == "FINISHED"
+    assert not {"system_framework", "system_workers", "import_warning", "failure_reason"} & set(rec.tags)
+    lines = source_lines(rec)
+    lines.pop("platform")
+    assert lines == {
+        "workers": "HLS-1H-N2.json:6", "batch_per_worker": "result_0.txt:8", "device": "HLS-1H-N2.json:21",
+        "framework": "result_0.txt:1", "throughput_total": "result_0.txt:68", "throughput_run": "result_0.txt:69",
+        "time_total_s": "result_0.txt:69", "time_init_s": "result_0.txt:2", "accuracy_test": "result_0.txt:67",
+    }  # fmt: skip
+
+
+def test_habana_blocks_that_cannot_be_read(files, tmp_path):
+    """Copies of the Habana log: a block without epoch_count (the first's removed), the first block_start renamed
+    (its block_stop at :28 then closes none), run_stop stamped as run_start, an epoch_stop with no epoch_start."""
+    src = files[HABANA]
+    text = src.read_text()
+    first_count = '"first_epoch_num": 1, "epoch_count": 3'
+    assert text.count(first_count) == 2  # :24 block_start and :28 block_stop
+    cases = (
+        (text.replace(first_count, '"first_epoch_num": 1', 1), "69: no finished epoch \\(epoch_stop\\) or block "
+         "\\(block_stop with epoch_count\\) in the log"),
+        (text.replace('"key": "block_start"', '"key": "x_block_start"', 1), "28: block_stop without a block_start "
+         "before it"),
+        (text.replace('"time_ms": 1636543910001', '"time_ms": 1636540543396'),  # :69 only
+         "69: run_stop is not after run_start \\(line 23\\)"),
+        (text.replace('"key": "block_stop"', '"key": "epoch_stop"', 1), "28: epoch_stop without an epoch_start "
+         "before it"),
+    )  # fmt: skip
+    for n, (changed, message) in enumerate(cases):
+        assert changed != text
+        path = tmp_path / f"case{n}.txt"
+        path.write_text(changed)
+        with pytest.raises(SchemaError, match=f"^{path}:{message}$"):
+            mp.parse(path, options(workers=8, device="Gaudi", framework="tensorflow", platform="p"))
