@@ -46,8 +46,16 @@ SECONDS = 1e-9
 @pytest.fixture(scope="module")
 def files():
     return raw_files_of(
-        "mlperf-training-resnet", ALIBABA, SMC, SMC_SYSTEM, DELL, DELL_SYSTEM, DELLEMC_SYSTEM, TRAILING,
-        HABANA, HABANA_SYSTEM,
+        "mlperf-training-resnet",
+        ALIBABA,
+        SMC,
+        SMC_SYSTEM,
+        DELL,
+        DELL_SYSTEM,
+        DELLEMC_SYSTEM,
+        TRAILING,
+        HABANA,
+        HABANA_SYSTEM,
     )
 
 
@@ -97,15 +105,26 @@ def test_alibaba_time_s_aborted_run_every_value(files):
     assert tags["failure_reason"] == "run_stop status 'aborted': the run did not reach its target (result_1.txt:1535)"
     assert tags["run_stop_status"] == "aborted" and tags["training_seconds"] == "97.733"
     assert tags["throughput_intervals"] == "71 epoch_start -> epoch_stop intervals"
-    assert (tags["benchmark"], tags["global_batch_size"], tags["submission_platform"]) == ("resnet", "57600", "PAI_EFLOPS")
+    assert (tags["benchmark"], tags["global_batch_size"], tags["submission_platform"]) == (
+        "resnet",
+        "57600",
+        "PAI_EFLOPS",
+    )
     assert tags["source_line"] == "result_1.txt:1530" and tags["log_format"] == "mlperf"
     assert source_lines(rec) == {
-        "workers": "result_1.txt:1302", "batch_per_worker": "result_1.txt:1302", "throughput_total": "result_1.txt:1530",
-        "throughput_run": "result_1.txt:1535", "time_total_s": "result_1.txt:1535", "time_init_s": "result_1.txt:11",
+        "workers": "result_1.txt:1302", "batch_per_worker": "result_1.txt:1302",
+        "throughput_total": "result_1.txt:1530", "throughput_run": "result_1.txt:1535", "time_total_s": "result_1.txt:1535", "time_init_s": "result_1.txt:11",
         "accuracy_test": "result_1.txt:1533",
     }  # fmt: skip
     # no system file, no per-device batch, nothing given differs from the log: none of these tags
-    for absent in ("import_warning", "system_description", "system_name", "device_name", "log_workers", "log_framework"):
+    for absent in (
+        "import_warning",
+        "system_description",
+        "system_name",
+        "device_name",
+        "log_workers",
+        "log_framework",
+    ):
         assert absent not in tags, absent
 
 
@@ -275,7 +294,7 @@ def test_sysjson_lines_that_cannot_be_read(files, tmp_path):
         path.write_text("\n".join(new))
         return path
 
-    cut = variant("cut.txt", sysjson[:40])  # ':::SYSJSON {"submitter":"SMC","division"' 
+    cut = variant("cut.txt", sysjson[:40])  # ':::SYSJSON {"submitter":"SMC","division"'
     assert mp._sysjson(cut, mp.lines_of(cut)) == (
         {}, [f"{cut}:7: the :::SYSJSON line is not valid JSON (Expecting ':' delimiter): not read"], 7
     )  # fmt: skip
@@ -450,7 +469,7 @@ def test_spelling_line_of_and_frameworks_named():
     assert _spelling("number_of_nodes", system) == "number of nodes"
     assert _spelling("accelerators_per_node", system) is None
     assert _spelling("framework", {"Frame work": 1}) == "Frame work" and _spelling("framework", {}) is None
-    lines = ['{', '  "system_name": "a",', '  "framework": "b"', '}']
+    lines = ["{", '  "system_name": "a",', '  "framework": "b"', "}"]
     assert (_line_of(lines, "framework"), _line_of(lines, "system_name"), _line_of(lines, "nodes")) == (3, 2, 1)
     assert frameworks_named("NGC MXNet 21.05 , NGC PyTorch 21.05") == ["mxnet", "pytorch"]
     assert frameworks_named("tf2.0 TF PaddlePaddle paddle MindSpore caffe tinygrad JAX") == [
@@ -536,3 +555,59 @@ def test_habana_blocks_that_cannot_be_read(files, tmp_path):
         path.write_text(changed)
         with pytest.raises(SchemaError, match=f"^{path}:{message}$"):
             mp.parse(path, options(workers=8, device="Gaudi", framework="tensorflow", platform="p"))
+
+
+def test_the_mllog_mark_inside_a_value_and_a_line_cut_short(files, tmp_path):
+    """Copies of the Alibaba log: its submission_platform (:6) written ':::MLLOG PAI' (the line's first mark is the
+    one read), and its :1535 run_stop line cut after 60 characters."""
+    src = files[ALIBABA]
+    marked = copy(tmp_path, src, "marked.txt", lambda t: t.replace('"value": "PAI_EFLOPS"', '"value": ":::MLLOG PAI"'))
+    (rec,) = mp.parse(marked, options(workers=1280, device="V100", framework="mxnet", platform="p"))
+    assert rec.tags["submission_platform"] == ":::MLLOG PAI"
+    lines = src.read_text().split("\n")
+    lines[1534] = lines[1534][:60]
+    cut = tmp_path / "cut.txt"
+    cut.write_text("\n".join(lines))
+    with pytest.raises(SchemaError, match=rf"^{cut}:1535: MLLOG line is not valid JSON \(cut short\?\): "):
+        mp.parse(cut, options(workers=1280, device="V100", framework="mxnet", platform="p"))
+
+
+def test_smc_copies_the_log_facts_come_from(files, tmp_path):
+    """Copies of the smc log: its d_batch_size (:239) renamed (the GPUs then come from :::SYSJSON line 7: 1 x 8), made
+    'many', its SYSJSON framework made PyTorch (the SYSJSON line wins over the text's mxnet at :3), its SYSJSON
+    framework key dropped (a warning naming the log)."""
+    src = files[SMC]
+    log = copy(tmp_path, src, "no_d.txt", lambda t: t.replace('"key": "d_batch_size"', '"key": "x_d_batch_size"'))
+    found, warnings = mp._log_facts(log, mp.lines_of(log), mp._scan(log, mp.lines_of(log)), 3200)
+    assert found["workers"] == (8, 7) and warnings == []
+    log = copy(tmp_path, src, "many.txt", lambda t: t.replace('"key": "d_batch_size", "value": 400',
+                                                              '"key": "d_batch_size", "value": "many"'))  # fmt: skip
+    with pytest.raises(SchemaError, match=rf"^{log}:239: d_batch_size 'many' is not a whole number$"):
+        mp._log_facts(log, mp.lines_of(log), mp._scan(log, mp.lines_of(log)), 3200)
+    log = copy(tmp_path, src, "pt.txt", lambda t: t.replace('"framework":"MXNet NVIDIA Release 24.04"',
+                                                            '"framework":"PyTorch NVIDIA Release 24.04"'))  # fmt: skip
+    found, _ = mp._log_facts(log, mp.lines_of(log), mp._scan(log, mp.lines_of(log)), 3200)
+    assert found["framework"] == ("pytorch", 7)
+    log = copy(tmp_path, src, "nofw.txt", lambda t: t.replace('"framework":"MXNet NVIDIA Release 24.04",', ""))
+    found, warnings = mp._log_facts(log, mp.lines_of(log), mp._scan(log, mp.lines_of(log)), 3200)
+    assert warnings == [f"{log}: the system description has no 'framework'"]
+    assert found["framework"] == ("mxnet", 3)  # the text's only one
+
+
+def test_two_frameworks_named_neither_settled(files, tmp_path):
+    """Dell's system file with its framework cut to two ("NGC MXNet 22.05 , NGC PyTorch 22.05", :31) beside the
+    Alibaba log (names none) in a folder named neither: the warning."""
+    log = copy(tmp_path, files[ALIBABA], "Sub/results/box/resnet/result_1.txt")
+    sys_path = copy(tmp_path, files[DELL_SYSTEM], "Sub/systems/box.json",
+                    lambda t: t.replace(" , NGC TensorFlow 22.05-tf1", ""))  # fmt: skip
+    found, _, warnings = mp._file_facts(log, mp.lines_of(log))
+    assert "framework" not in found
+    assert warnings == [f"{sys_path}:31: framework 'NGC MXNet 22.05 , NGC PyTorch 22.05' names several and neither "
+                        "the log nor the system's name says which"]  # fmt: skip
+
+
+def test_system_file_only_under_results(files, tmp_path):
+    """`Sub/other/box/resnet/result_1.txt` beside `Sub/systems/box.json`: not the layout (no results/ folder)."""
+    log = copy(tmp_path, files[ALIBABA], "Sub/other/box/resnet/result_1.txt")
+    copy(tmp_path, files[DELL_SYSTEM], "Sub/systems/box.json")
+    assert system_file(log) is None
