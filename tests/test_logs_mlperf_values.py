@@ -113,8 +113,8 @@ def test_alibaba_time_s_aborted_run_every_value(files):
     assert tags["source_line"] == "result_1.txt:1530" and tags["log_format"] == "mlperf"
     assert source_lines(rec) == {
         "workers": "result_1.txt:1302", "batch_per_worker": "result_1.txt:1302",
-        "throughput_total": "result_1.txt:1530", "throughput_run": "result_1.txt:1535", "time_total_s": "result_1.txt:1535", "time_init_s": "result_1.txt:11",
-        "accuracy_test": "result_1.txt:1533",
+        "throughput_total": "result_1.txt:1530", "throughput_run": "result_1.txt:1535",
+        "time_total_s": "result_1.txt:1535", "time_init_s": "result_1.txt:11", "accuracy_test": "result_1.txt:1533",
     }  # fmt: skip
     # no system file, no per-device batch, nothing given differs from the log: none of these tags
     for absent in (
