@@ -611,3 +611,11 @@ def test_system_file_only_under_results(files, tmp_path):
     log = copy(tmp_path, files[ALIBABA], "Sub/other/box/resnet/result_1.txt")
     copy(tmp_path, files[DELL_SYSTEM], "Sub/systems/box.json")
     assert system_file(log) is None
+
+
+def test_a_trailing_comma_after_a_blank_first_line(files, tmp_path):
+    """Alibaba's n32 file (trailing comma at :35) with a blank line put before it: the comma is at :36."""
+    moved = copy(tmp_path, files[TRAILING], "moved.json", lambda t: "\n" + t)
+    assert read_system(moved)[1] == [
+        f"{moved}:36: the system description is not valid JSON (a trailing comma): none of its facts are used"
+    ]
