@@ -619,3 +619,113 @@ def test_a_trailing_comma_after_a_blank_first_line(files, tmp_path):
     assert read_system(moved)[1] == [
         f"{moved}:36: the system description is not valid JSON (a trailing comma): none of its facts are used"
     ]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What parse adds: the run's times, the data param, the counts it checks, the warnings together
+
+
+def test_alibaba_run_times_data_and_counts(files, tmp_path):
+    src = files[ALIBABA]
+    opts = {"workers": 1280, "device": "V100", "framework": "mxnet", "platform": "p"}
+    (rec,) = mp.parse(src, options(**opts))
+    # :1293 run_start and :1535 run_stop in ms; where = :3 submission_benchmark; 57600 // 1280 an int
+    assert (rec.start_ms, rec.end_ms, rec.where) == (1593422672835, 1593422775122, f"{src}:3")
+    assert type(rec.params["batch_per_worker"]) is int and type(rec.params["workers"]) is int
+    assert rec.params["data"] == "real" and "log_data" not in rec.tags
+    (rec,) = mp.parse(src, options(data="synthetic", **opts))
+    assert rec.params["data"] == "synthetic" and rec.tags["log_data"] == "real"
+    # copies: global_batch_size (:1302, the last) 'lots', train_samples (:8) 0
+    batch = '"value": 57600, "key": "global_batch_size"'
+    bad = copy(tmp_path, src, "batch.txt", lambda t: t.replace(batch, batch.replace("57600", '"lots"')))
+    with pytest.raises(SchemaError, match=rf"^{bad}:1302: global_batch_size 'lots' is not a whole number$"):
+        mp.parse(bad, options(**opts))
+    bad = copy(tmp_path, src, "samples.txt", lambda t: t.replace('"train_samples", "value": 1281167',
+                                                                 '"train_samples", "value": 0'))  # fmt: skip
+    with pytest.raises(SchemaError, match=rf"^{bad}:8: train_samples 0 is not a whole number >= 1$"):
+        mp.parse(bad, options(**opts))
+    # :1306 epoch_start renamed: :1307 epoch_stop closes none
+    start_2 = '"epoch_num": 2, "file": "common/fit.py", "lineno": 883}, "value": null, "key": "epoch_start"'
+    bad = copy(tmp_path, src, "epoch.txt", lambda t: t.replace(start_2, start_2.replace('"epoch_st', '"x_epoch_st')))
+    assert bad.read_text() != src.read_text()
+    with pytest.raises(SchemaError, match=rf"^{bad}:1307: epoch_stop without an epoch_start before it$"):
+        mp.parse(bad, options(**opts))
+
+
+def test_habana_short_intervals_and_one_epoch_blocks(files, tmp_path):
+    """Copies of the Habana log: run_stop (:69) stamped 0.5 s after run_start (:23 1636540543396); its blocks cut to
+    the first (:24, its :28 block_stop stamped 0.5 s after, or at :24's time) and :69; the first block's
+    epoch_count 1 (not 3); :29 block_start renamed (:33 then closes none)."""
+    src = files[HABANA]
+    opts = options(workers=8, device="Gaudi", framework="tensorflow", platform="p")
+    text = src.read_text()
+    short = copy(
+        tmp_path, src, "short_run.txt", lambda t: t.replace('"time_ms": 1636543910001', '"time_ms": 1636540543896')
+    )
+    (rec,) = mp.parse(short, opts)
+    assert rec.metrics["time_total_s"] == 0.5 and rec.metrics["throughput_run"] == pytest.approx(35 * IMAGES / 0.5)
+    lines = text.split("\n")
+    kept = lines[:24] + [lines[27].replace('"time_ms": 1636540844553', '"time_ms": 1636540543896')] + [lines[68]]
+    one = tmp_path / "one_block.txt"
+    one.write_text("\n".join(kept) + "\n")
+    (rec,) = mp.parse(one, opts)
+    # 3 epochs over 0.5 s; the run 3366.605 s; the last interval ends at the copy's line 25
+    assert rec.tags["training_seconds"] == "0.500" and rec.params["epochs"] == 3
+    assert rec.metrics["throughput_total"] == pytest.approx(3 * IMAGES / 0.5)
+    assert rec.tags["source_line"] == "one_block.txt:25"
+    # the same with its block_stop stamped as its block_start: no training time
+    kept[24] = lines[27].replace('"time_ms": 1636540844553', '"time_ms": 1636540543396')
+    none = tmp_path / "no_time.txt"
+    none.write_text("\n".join(kept) + "\n")
+    with pytest.raises(SchemaError, match=rf"^{none}:26: run_stop is not after run_start \(line 23\)$"):
+        mp.parse(none, opts)
+    first = '"first_epoch_num": 1, "epoch_count": 3'
+    count = copy(tmp_path, src, "count.txt", lambda t: t.replace(first, first.replace("3", "1"), 1))
+    (rec,) = mp.parse(count, opts)
+    assert rec.params["epochs"] == 33 and rec.metrics["throughput_total"] == pytest.approx(33 * IMAGES / 3366.601)
+    starts = text.split('"key": "block_start"')
+    stray = tmp_path / "stray.txt"
+    stray.write_text(
+        starts[0]
+        + '"key": "block_start"'
+        + starts[1]
+        + '"key": "x_block_start"'
+        + '"key": "block_start"'.join(starts[2:])
+    )
+    with pytest.raises(SchemaError, match=rf"^{stray}:33: block_stop without a block_start before it$"):
+        mp.parse(stray, opts)
+
+
+def test_a_log_naming_a_framework_the_system_file_does_not(files, tmp_path):
+    """The Alibaba log with `jax` put in its :1 (`"file": "/run/jax_setup.py"`), beside Dell's system file (MXNet,
+    PyTorch, TensorFlow) in `Sub/results/box/`: the log's jax settles it, the file's warning goes."""
+    log = copy(tmp_path, files[ALIBABA], "Sub/results/box/resnet/result_1.txt",
+               lambda t: t.replace('"/run/setup.py"', '"/run/jax_setup.py"', 1))  # fmt: skip
+    copy(tmp_path, files[DELL_SYSTEM], "Sub/systems/box.json")
+    assert mp._frameworks_in_log(mp.lines_of(log)) == {"jax": 1}
+    (rec,) = mp.parse(log, options())
+    assert rec.params["framework"] == "jax" and source_lines(rec)["framework"] == "result_1.txt:1"
+    assert "import_warning" not in rec.tags and "system_framework" not in rec.tags
+    assert (rec.params["workers"], rec.params["batch_per_worker"]) == (4, 14400)
+
+
+def test_two_warnings_together(files, tmp_path):
+    """The smc log with its SYSJSON framework key dropped, beside DellEMC's C4140.json (`"number of nodes"`, :6)
+    in `Sub/results/box/`: the log's warning, then the file's, joined by ' | '."""
+    log = copy(tmp_path, files[SMC], "Sub/results/box/resnet/result_1.txt",
+               lambda t: t.replace('"framework":"MXNet NVIDIA Release 24.04",', ""))  # fmt: skip
+    sys_path = copy(tmp_path, files[DELLEMC_SYSTEM], "Sub/systems/box.json")
+    (rec,) = mp.parse(log, options())
+    assert rec.tags["import_warning"] == (
+        f"{log}: the system description has no 'framework' | {sys_path}:6: the system description spells "
+        "'number_of_nodes' as 'number of nodes': not read"
+    )
+
+
+def test_a_relative_path_of_four_parts(files, tmp_path, monkeypatch):
+    """`results/box/resnet/result_1.txt` given relative to the working folder: its platform is still its folder."""
+    copy(tmp_path, files[ALIBABA], "results/box/resnet/result_1.txt")
+    monkeypatch.chdir(tmp_path)
+    relative = Path("results/box/resnet/result_1.txt")
+    (rec,) = mp.parse(relative, options(workers=1280, device="V100", framework="mxnet"))
+    assert rec.params["platform"] == "box"
