@@ -729,3 +729,135 @@ def test_a_relative_path_of_four_parts(files, tmp_path, monkeypatch):
     relative = Path("results/box/resnet/result_1.txt")
     (rec,) = mp.parse(relative, options(workers=1280, device="V100", framework="mxnet"))
     assert rec.params["platform"] == "box"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# mlperf_system: the corpus's lenient reading (read_system_any_shape), each shape on a real file
+
+TPU_ENTRY = "v0.5/v0.5.0/google/cloud_v3.8/resnet-tpuv3-8/results/tpu/entry.json"
+DGX1_ENTRY = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/entry.json"
+CPU_ENTRY = "v0.5/v0.5.0/intel/intel_resnet_submission/results/skx_8180_2s_1x/entry.json"
+KEY_LINES = "v0.6/NVIDIA/systems/dgx2h_n96_ngc19.05_mxnet.json"
+
+
+@pytest.fixture(scope="module")
+def shapes():
+    return raw_files_of("mlperf-training-resnet", TPU_ENTRY, DGX1_ENTRY, CPU_ENTRY, KEY_LINES, TRAILING,
+                        DELLEMC_SYSTEM, DELL_SYSTEM)  # fmt: skip
+
+
+def test_any_shape_entry_json(shapes):
+    from scalestudy.ingest.logs.mlperf_system import read_system_any_shape
+
+    # tpuv3-8: num_nodes 1, num_accelerators 8 TensorCores = 4 chips; "interconnect": "TPU", the node's
+    # cpu_accel_interconnect ""; "framework": "TensorFlow 1.12"; "division": "closed"
+    assert read_system_any_shape(shapes[TPU_ENTRY]) == ({
+        "shape": "entry-json", "nodes": 1, "accelerators_per_node": None, "accelerator_model": "tpuv3-8",
+        "framework": "TensorFlow 1.12", "interconnect": "TPU", "division": "closed", "host_processors": None,
+        "system_name": "", "accelerators": 4, "accelerators_basis": "entry.json TPU core count / 2 = chips",
+    }, [])  # fmt: skip
+    # DGX-1: 1 node x 8 "Tesla V100-SXM2-16GB"; "InfiniBand EDR 100Gb/s" and the node's "QPI"
+    assert read_system_any_shape(shapes[DGX1_ENTRY]) == ({
+        "shape": "entry-json", "nodes": 1, "accelerators_per_node": 8, "accelerator_model": "Tesla V100-SXM2-16GB",
+        "framework": "MXNet NGC 18.11", "interconnect": "InfiniBand EDR 100Gb/s; QPI", "division": "closed",
+        "host_processors": None, "system_name": "", "accelerators": 8,
+        "accelerators_basis": "nodes[0].num_nodes x nodes[0].num_accelerators",
+    }, [])  # fmt: skip
+    # Intel SKX 8180: "accelerator": "NA", 0 of them: a CPU system
+    facts, warnings = read_system_any_shape(shapes[CPU_ENTRY])
+    assert warnings == [] and (facts["accelerators"], facts["accelerators_basis"]) == (None, "cpu only")
+    assert (facts["accelerators_per_node"], facts["accelerator_model"], facts["interconnect"]) == (0, "NA", "NA; NA")
+    assert (facts["framework"], facts["nodes"]) == ("Intel Caffe 1.1.2a", 1)
+
+
+def test_any_shape_malformed_and_systems_json(shapes):
+    from scalestudy.ingest.logs.mlperf_system import read_system_any_shape
+
+    # v0.6 NVIDIA: `key: {json}` lines, `entry` a Python repr whose `nodes` is a repr again: 96 nodes x 16
+    facts, warnings = read_system_any_shape(shapes[KEY_LINES])
+    assert warnings == ["dgx2h_n96_ngc19.05_mxnet.json: not valid JSON (line 1: Expecting value); read as "
+                        "'key: {json}' lines"]  # fmt: skip
+    assert facts == {
+        "shape": "malformed", "nodes": 96, "accelerators_per_node": 16, "accelerator_model": "Tesla V100-SXM3-32GB-H",
+        "framework": "MXNet NVIDIA Release 19.05", "interconnect": "InfiniBand 100 Gb/sec (4X EDR); UPI",
+        "division": "closed", "host_processors": None, "system_name": "", "accelerators": 1536,
+        "accelerators_basis": "nodes[0].num_nodes x nodes[0].num_accelerators",
+    }  # fmt: skip
+    # v0.7 Alibaba n32: a trailing comma; "divison" (sic, :3) "closed", 32 nodes (:6) x 8 (:20), 2 host CPUs (:7),
+    # "NVLINK2.0 300GB/s" (:27) and host_networking "100Gbps" (:17)
+    facts, warnings = read_system_any_shape(shapes[TRAILING])
+    assert len(warnings) == 1 and warnings[0].startswith("n32_pai_eflops.json: not valid JSON (line ")
+    assert warnings[0].endswith("); read without its trailing commas")
+    assert facts == {
+        "shape": "malformed", "nodes": 32, "accelerators_per_node": 8, "accelerator_model": "NVIDIA V100-SXM2-32GB",
+        "framework": "MXNET PAI", "interconnect": "accelerator_interconnect: NVLINK2.0 300GB/s; host_networking: "
+        "100Gbps", "division": "closed", "host_processors": 2, "system_name": "PAI_EFLOPS", "accelerators": 256,
+        "accelerators_basis": "number_of_nodes x accelerators_per_node",
+    }  # fmt: skip
+    # v0.7 DellEMC C4140: "number of nodes": "1" (:6), 4 a node (:20)
+    facts, warnings = read_system_any_shape(shapes[DELLEMC_SYSTEM])
+    assert warnings == ["C4140.json: key 'number of nodes' read as number_of_nodes"]
+    assert (facts["shape"], facts["nodes"], facts["accelerators"]) == ("malformed", 1, 4)
+    assert facts["interconnect"] == "accelerator_interconnect: NVLINK2.0; host_networking: 1Gb Ethernet"
+    # v2.0 Dell XE8545: well-formed
+    facts, warnings = read_system_any_shape(shapes[DELL_SYSTEM])
+    assert warnings == [] and facts == {
+        "shape": "systems-json", "nodes": 1, "accelerators_per_node": 4, "accelerator_model": "NVIDIA A100-SXM-40GB",
+        "framework": "NGC MXNet 22.05 , NGC PyTorch 22.05 , NGC TensorFlow 22.05-tf1",
+        "interconnect": "accelerator_interconnect: NVLink 3.0 600GB/s; host_networking: 2x ConnectX-6 IB HDR 200Gb/Sec",
+        "division": "closed", "host_processors": 2, "system_name": "XE8545x4A100-SXM-40GB", "accelerators": 4,
+        "accelerators_basis": "number_of_nodes x accelerators_per_node",
+    }  # fmt: skip
+
+
+def test_any_shape_refusals_and_edges(shapes, tmp_path):
+    """Files written here (no real file is any of these): adapted from the Dell XE8545 and the DGX-1 entry.json."""
+    import json
+
+    from scalestudy.ingest.logs.mlperf_system import _key_json_lines, _whole, read_system_any_shape
+
+    assert [_whole(v) for v in (" 3 ", "0", 2.0, "2.5", "-1", "x", None)] == [3, 0, 2, None, None, None, None]
+    listed = tmp_path / "list.json"
+    listed.write_text("[1, 2]")
+    with pytest.raises(SchemaError, match=rf"^{listed}:1: a system description that is not a JSON object$"):
+        read_system_any_shape(listed)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"number_of_nodes": "2",\n "accelerators_per_node": \n')
+    with pytest.raises(SchemaError, match=rf"^{broken}:3: not valid JSON \(line 3: Expecting value\), nor key: "
+                                          r"\{json\} lines$"):  # fmt: skip
+        read_system_any_shape(broken)
+    dell = json.loads(shapes[DELL_SYSTEM].read_text())
+    for change, message in (({"number_of_nodes": "two"}, "no number_of_nodes the file states as a whole number"),):
+        path = tmp_path / "nodes.json"
+        path.write_text(json.dumps({**dell, **change}))
+        with pytest.raises(SchemaError, match=rf"^{path}:1: {message}$"):
+            read_system_any_shape(path)
+    # 0 accelerators a node, or "N/A" named: a CPU system; no accelerators_per_node: no count
+    basis = "number_of_nodes x accelerators_per_node"
+    for change, want in (({"accelerators_per_node": "0"}, (None, "cpu only")),
+                         ({"accelerator_model_name": "N/A"}, (None, "cpu only")),
+                         ({"accelerators_per_node": ""}, (None, basis))):  # fmt: skip
+        path = tmp_path / "cpu.json"
+        path.write_text(json.dumps({**dell, **change}))
+        facts, _ = read_system_any_shape(path)
+        assert (facts["accelerators"], facts["accelerators_basis"]) == want, change
+    entry = json.loads(shapes[DGX1_ENTRY].read_text())
+    for node, want in (({"num_nodes": "x"}, None), ({"num_accelerators": 0}, (None, "cpu only")),
+                       ({"accelerator": "tpuv2-8", "num_accelerators": 0}, (None, "entry.json TPU core count / 2 = "
+                                                                             "chips"))):  # fmt: skip
+        path = tmp_path / "entry.json"
+        path.write_text(json.dumps({**entry, "nodes": [{**entry["nodes"][0], **node}]}))
+        if want is None:
+            with pytest.raises(SchemaError, match=rf"^{path}:1: nodes\[0\]\.num_nodes is not a whole number$"):
+                read_system_any_shape(path)
+        else:
+            facts, _ = read_system_any_shape(path)
+            assert (facts["accelerators"], facts["accelerators_basis"]) == want, node
+    # `key: {json}` lines: a line that is not `identifier: ...` is passed over; a value that is no JSON object, or an
+    # entry that is no Python literal, reads as nothing
+    assert _key_json_lines('org: {"value": "NVIDIA"}\n# a comment\nnot a key: {"value": 1}') == {"org": "NVIDIA"}
+    assert _key_json_lines('org: {"value": "NVIDIA"}\ndivision: [1]') == {}
+    assert _key_json_lines('org: {"value": "NVIDIA"}\ndivision: nope') == {}
+    assert _key_json_lines('entry: {"value": "not a literal ("}') == {}
+    assert _key_json_lines('entry: {"value": "{\'framework\': \'MXNet\'}"}') == {"entry": "{'framework': 'MXNet'}",
+                                                                                   "framework": "MXNet"}  # fmt: skip
