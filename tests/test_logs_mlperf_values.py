@@ -861,3 +861,39 @@ def test_any_shape_refusals_and_edges(shapes, tmp_path):
     assert _key_json_lines('entry: {"value": "not a literal ("}') == {}
     assert _key_json_lines('entry: {"value": "{\'framework\': \'MXNet\'}"}') == {"entry": "{'framework': 'MXNet'}",
                                                                                    "framework": "MXNet"}  # fmt: skip
+
+
+def test_any_shape_fields_left_out(shapes, tmp_path):
+    """The Dell XE8545 and the DGX-1 entry.json with fields removed or changed (written here): what is left out
+    reads as '' (not a placeholder), an odd TensorCore count halves down, "NA" names no accelerator."""
+    import json
+
+    from scalestudy.ingest.logs.mlperf_system import _key_json_lines, read_system_any_shape
+
+    dell = json.loads(shapes[DELL_SYSTEM].read_text())
+    gone = ("accelerator_model_name", "framework", "host_networking", "division", "system_name")
+    path = tmp_path / "bare.json"
+    path.write_text(json.dumps({k: v for k, v in dell.items() if k not in gone}))
+    facts, warnings = read_system_any_shape(path)
+    assert warnings == [] and facts["shape"] == "systems-json"
+    assert (facts["accelerator_model"], facts["framework"], facts["division"], facts["system_name"]) == ("", "", "", "")
+    assert facts["interconnect"] == "accelerator_interconnect: NVLink 3.0 600GB/s"
+    assert (facts["accelerators"], facts["accelerators_basis"]) == (None, "cpu only")  # no accelerator named
+    # both spellings: the schema's wins, no warning; a `nodes` list of no objects is not the entry.json shape
+    path.write_text(json.dumps({**dell, "number of nodes": "9", "nodes": ["node0"]}))
+    facts, warnings = read_system_any_shape(path)
+    assert warnings == [] and (facts["shape"], facts["nodes"], facts["accelerators"]) == ("systems-json", 1, 4)
+    entry = json.loads(shapes[DGX1_ENTRY].read_text())
+    node = {k: v for k, v in entry["nodes"][0].items() if k != "accelerator"}
+    path = tmp_path / "entry.json"
+    path.write_text(json.dumps({"nodes": [node]}))
+    facts, _ = read_system_any_shape(path)
+    assert (facts["accelerator_model"], facts["framework"], facts["division"]) == ("", "", "")
+    assert facts["interconnect"] == "QPI" and (facts["accelerators"], facts["accelerators_basis"]) == (None, "cpu only")
+    for changed, want in (({"accelerator": "tpuv2-8", "num_accelerators": 7}, 3),
+                          ({"accelerator": "NA", "num_accelerators": 2}, None)):  # fmt: skip
+        path.write_text(json.dumps({**entry, "nodes": [{**entry["nodes"][0], **changed}]}))
+        facts, _ = read_system_any_shape(path)
+        assert facts["accelerators"] == want and type(facts["accelerators"]) is type(want), changed
+    assert _key_json_lines('org: {"value": "NVIDIA"}\n# a note\ndivision: {"value": "closed"}') == {
+        "org": "NVIDIA", "division": "closed"}  # fmt: skip
