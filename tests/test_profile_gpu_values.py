@@ -280,3 +280,40 @@ def test_short_names_and_classes():
     assert short_name("_ZN3foo") == "foo" and short_name("_Zx") == "_Zx"  # no name at all: as it is
     assert short_name("_ZN12ab") == "ab"  # a length past the end: what there is
     assert kernel_class("NCCLKernel") == "nccl" and kernel_class("nc_cl") == "compute"
+
+
+NSYS_NEW = PROFILES / "nsys_sqlite" / "nsysai_mfu_2gpu_before.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("path", "meta", "kernels", "memset", "memcpy"),
+    [
+        # META_DATA_EXPORT: EXPORT_PRODUCT_VERSION 2026.2.1.210, EXPORT_SCHEMA_VERSION 3.25.0, DERIVED_WINDOW_NS
+        # 60111418026-60411418026; SELECT COUNT(*), SUM(end - start), MAX(end) - MIN(start) FROM ..._KERNEL:
+        # 4010, 535200650, 299877006; ..._MEMSET: 269 rows, 213408 ns; ..._MEMCPY by copyKind: 1: 34 rows 26656 ns
+        # 272 B, 8: 986 rows 5665431 ns 8046134272 B
+        (NSYS_NEW, ("2026.2.1.210", "3.25.0", "60111418026-60411418026"), (4010, 535.200650, 299.877006),
+         (269, 0.213408), [(34, 0.026656, 272.0), (0, 0.0, 0.0), (986, 5.665431, 8046134272.0)]),
+        # EXPORT_META_DATA (the old name): 2022.1.3.3, 2.9.1, no window; kernels 46, 346684 ns, span 1994746;
+        # memset 4 rows, 12032 ns; memcpy copyKind 1: 12 rows, 26241 ns, 259272 B
+        (NSYS_OLD, ("2022.1.3.3", "2.9.1", None), (46, 0.346684, 1.994746), (4, 0.012032),
+         [(12, 0.026241, 259272.0), (0, 0.0, 0.0), (0, 0.0, 0.0)]),
+    ],
+)  # fmt: skip
+def test_nsys_files_exactly(path, meta, kernels, memset, memcpy):
+    s = summarize_sqlite(path)
+    version, schema, window = meta
+    assert (s.kind, s.facts["tool"], s.facts["version"], s.facts["export_schema"]) == ("nsys", "nsys", version, schema)
+    if window:
+        assert s.facts["note"] == f"the file was cut to the window {window} ns before export"
+    else:
+        assert "note" not in s.facts
+    assert s.facts["kernels"] == kernels[0] and s.metrics["profile_kernels"] == float(kernels[0])
+    assert s.metrics["profile_kernel_ms"] == pytest.approx(kernels[1], rel=1e-12)
+    assert s.metrics["profile_span_ms"] == pytest.approx(kernels[2], rel=1e-12)
+    by_class = {c["class"]: c for c in s.classes}
+    assert (by_class["memset"]["count"], by_class["memset"]["ms"]) == (memset[0], pytest.approx(memset[1], rel=1e-9))
+    for name, (count, ms, size) in zip(("memcpy_h2d", "memcpy_d2h", "memcpy_d2d"), memcpy):
+        assert (by_class[name]["count"], by_class[name]["bytes"]) == (count, size)
+        assert by_class[name]["ms"] == pytest.approx(ms, rel=1e-9)
+        assert s.metrics[f"profile_{name}_ms"] == pytest.approx(ms, rel=1e-9)
