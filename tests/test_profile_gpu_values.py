@@ -151,17 +151,32 @@ def test_cut_copy_top_facts_and_metrics(mini):
     assert [t["name"] for t in summarize_sqlite(mini, top=2).top] == ["Eigen::internal::EigenMetaKernel", NCCL]
 
 
-def test_cut_copy_in_windows(mini):
-    # seconds from the first activity, S's start ...544784255: K7 runs 500330896 to 500432560 ns after it, K5 ends
-    # at 500323184 and K9 starts at 500440144; every memcpy ends before 499400000
+def test_cut_copy_in_a_window(mini):
+    # seconds from the first activity, S's start ...544784255 (relative ns): M17 499335596-499336364, M18
+    # 499381997-499382765, K5 500320656-500323184, K7 500330896-500432560 (cut at 500400000: 69104), K9 from
+    # 500440144 (out); S, M1, M2, M13 end before 41400000 (out)
+    s = summarize_sqlite(mini, window=(0.4993, 0.5004))
+    assert s.facts["window_s"] == [0.4993, 0.5004]
+    assert (s.facts["kernels"], s.facts["devices"], s.facts["streams"], s.facts["distinct_kernels"]) == (2, [0], 1, 1)
+    assert s.metrics["profile_kernel_ms"] == pytest.approx(0.071632, rel=1e-9)  # 2528 + 69104
+    assert s.facts["kernel_span_ms"] == pytest.approx(0.079344, rel=1e-9)  # 500400000 - 500320656
+    got = {c["class"]: (c["count"], c.get("bytes")) for c in s.classes if c["count"]}
+    assert got == {"compute": (2, None), "memcpy_d2d": (1, 128.0), "memcpy_other": (1, 256.0), "idle": (1, None)}
+    # dev 0 from M17's start to the window's end: 500400000 - 499335596 = 1064404 ns, busy 768 + 768 + 2528 + 69104
+    # = 73168: idle 991236 ns
+    assert s.metrics["profile_idle_ms"] == pytest.approx(0.991236, rel=1e-9)
+    assert [(t["name"], t["count"]) for t in s.top] == [("Eigen::internal::EigenMetaKernel", 2)]  # K5 and K7 alike
+    assert s.facts["nccl_ms_per_device"] == {0: 0.0} and s.metrics["profile_nccl_share"] == 0.0
+
+
+def test_cut_copy_in_windows_without_memcpy_or_kernels(mini):
+    """The windows that crashed before the fix (a class array of no rows compared as one scalar under numpy 1.x)."""
+    # K7 alone (500330896-500432560 ns after the first activity, cut at 500400000: 69104 ns), no memcpy
     s = summarize_sqlite(mini, window=(0.50033, 0.5004))
-    assert s.facts["window_s"] == [0.50033, 0.5004]
     assert (s.facts["kernels"], s.facts["devices"], s.facts["streams"]) == (1, [0], 1)
-    # K7 cut at 500400000: 500400000 - 500330896 = 69104 ns; nothing else on dev 0 inside: no idle time
     assert s.metrics["profile_kernel_ms"] == pytest.approx(0.069104, rel=1e-9)
-    assert s.facts["kernel_span_ms"] == pytest.approx(0.069104, rel=1e-9)
     assert [(c["class"], c["count"]) for c in s.classes if c["count"]] == [("compute", 1), ("idle", 1)]
-    assert s.metrics["profile_idle_ms"] == 0.0 and s.top[0]["name"] == "Eigen::internal::EigenMetaKernel"
+    assert s.metrics["profile_idle_ms"] == 0.0
     # from 0.5 s on: the four kernels, no memcpy or memset; dev 0 from K5 start to K9 end 121920 ns, busy 106624
     late = summarize_sqlite(mini, window=(0.5, None))
     assert (late.facts["kernels"], late.facts["devices"], late.facts["window_s"]) == (4, [0, 1], [0.5, None])
