@@ -180,3 +180,69 @@ def test_sniff():
     assert sniff(["x", "Samples/sec: 31.71"]) and sniff(["\t parallelization method: kuza55"])
     assert not sniff(["epochs: 5", "architecture: inception3"]) and not sniff(["parallelization method:"])
     assert not sniff(["x parallelization method: kuza55"])
+
+
+def test_cut_copy_options_and_what_the_log_does_not_say(tmp_path, lines):
+    path = write(tmp_path, lines)
+    rec = parse(path, options(platform="az", framework="pytorch", device="K80", data="real"))[0]
+    assert {k: rec.params[k] for k in ("framework", "device", "data", "platform")} == {
+        "framework": "pytorch", "device": "K80", "data": "real", "platform": "az",
+    }  # fmt: skip
+    # the log's own values kept: tensorflow and synthetic (the format's), the device is not read with --device
+    assert (rec.tags["log_framework"], rec.tags["log_data"], "log_device" in rec.tags) == (
+        "tensorflow",
+        "synthetic",
+        False,
+    )
+    assert "log_platform" not in rec.tags  # the log names no platform
+    with pytest.raises(SchemaError) as err:
+        parse(path, options())
+    assert str(err.value) == f"{path}:5: the log does not say the run's platform: give it with --platform"
+    # without line 17 `name: Tesla M60` and line 24 `Creating TensorFlow device (... name: Tesla M60 ...)` no GPU is
+    # named: --device is needed
+    with pytest.raises(SchemaError) as err:
+        parse(write(tmp_path, lines[:16] + lines[17:23] + lines[24:]), options(platform="az"))
+    assert str(err.value) == f"{path}:5: the log does not say the run's device: give it with --device"
+    # a second kind of GPU (a K80 line after line 17)
+    with pytest.raises(SchemaError) as err:
+        parse(write(tmp_path, [*lines[:17], "name: Tesla K80", *lines[17:]]), options(platform="az"))
+    assert str(err.value) == (
+        f"{path}:5: the log lists several kinds of GPU (Tesla M60 (run.txt:17), Tesla K80 (run.txt:18)): give the "
+        "run's with --device"
+    )
+    refused(write(tmp_path, lines[:24] + ["architecture: alexnet9"] + lines[25:]),
+            f"{path}:25: unknown model name 'alexnet9' (known: alexnet, googlenet, inception3, inception4, resnet101, "
+            "resnet101_v2, resnet152, resnet50, trivial, vgg16, vgg19)")  # fmt: skip
+    assert type(parse(write(tmp_path, lines), options(platform="az"))[0].params["batch_per_worker"]) is int  # 32 // 1
+
+
+def test_cut_copy_scan_edges(tmp_path, lines):
+    path = write(tmp_path, lines)
+    # no `parallelization method:` (line 28) and no `parameter server:` (line 27): empty
+    rec = parse(write(tmp_path, lines[:26] + lines[28:]), options(platform="az"))[0]
+    assert (rec.tags["parallelization_method"], rec.tags["parameter_server"], rec.params["variable_update"]) == (
+        "", "", " (ps )",
+    )  # fmt: skip
+    # a trace line with an environment assignment first: the command is the line without its leading `+ `
+    rec = parse(
+        write(tmp_path, [*lines[:4], "+ XLA_FLAGS=1 " + lines[4].lstrip("+ "), *lines[5:]]), options(platform="az")
+    )
+    assert rec[0].tags["command"] == f"XLA_FLAGS=1 {COMMAND} -g 1"
+    # a trace line as the file's last line: that run ends (and starts) there
+    refused(write(tmp_path, [*lines, lines[4]]), f"{path}:48: the run starting at line 48 has no 'architecture:' line")
+    # cut after the header's last line 30: the run ends there
+    refused(write(tmp_path, lines[:30]),
+            f"{path}:30: the run starting at line 5 stops after 0 of 6 'Samples/sec' lines and no error: a log cut "
+            "short?")  # fmt: skip
+    # an error after a progress bar's carriage return on line 46: the text after the last one is the error
+    rec = parse(write(tmp_path, [*lines[:45], lines[45] + "\rValueError: boom"]), options(platform="az"))[0]
+    assert rec.status == "FAILED" and rec.tags["failure_reason"] == "ValueError: boom (run.txt:46)"
+    # an error after the run's result (line 48): every run has its result, the error goes to the last one, FINISHED
+    rec = parse(write(tmp_path, [*lines, "ValueError: late"]), options(platform="az"))
+    assert [(r.status, r.metrics) for r in rec] == [("FINISHED", {"throughput_total": 31.71})]
+    # a traced run, then a run without a trace (its 5 `++` lines dropped): its GPU line (42 + 17 = 59, less 5 = 54)
+    # comes after the first run's end and counts for the second
+    bare = [line for line in lines if not line.startswith("+")]
+    rec = parse(write(tmp_path, lines + bare), options(platform="az"))
+    assert [r.where for r in rec] == [f"{path}:5", f"{path}:67"]  # 47 + 20
+    assert rec[1].tags["source_lines"].endswith("device: run.txt:59") and rec[1].metrics == {"throughput_total": 31.71}
