@@ -234,6 +234,10 @@ def test_cut_copy_scan_edges(tmp_path, lines):
     refused(write(tmp_path, lines[:30]),
             f"{path}:30: the run starting at line 5 stops after 0 of 6 'Samples/sec' lines and no error: a log cut "
             "short?")  # fmt: skip
+    # cut inside line 46 after its first character, an X: that line is the run's last
+    refused(write(tmp_path, [*lines[:45], "X"]),
+            f"{path}:46: the run starting at line 5 stops after 5 of 6 'Samples/sec' lines and no error: a log cut "
+            "short?")  # fmt: skip
     # an error after a progress bar's carriage return on line 46: the text after the last one is the error
     rec = parse(write(tmp_path, [*lines[:45], lines[45] + "\rValueError: boom"]), options(platform="az"))[0]
     assert rec.status == "FAILED" and rec.tags["failure_reason"] == "ValueError: boom (run.txt:46)"

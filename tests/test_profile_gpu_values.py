@@ -294,6 +294,9 @@ def test_short_names_and_classes():
     assert short_name("_Z3fooi") == "foo"  # not nested: the first name only
     assert short_name("_ZN3foo") == "foo" and short_name("_Zx") == "_Zx"  # no name at all: as it is
     assert short_name("_ZN12ab") == "ab"  # a length past the end: what there is
+    assert short_name("_ZNr3fooEv") == "foo" and short_name("_ZNVK3fooEv") == "foo"  # restrict, volatile const
+    assert short_name("_ZN") == "_ZN" and short_name("_ZNK") == "_ZNK"  # cut after the qualifiers: as it is
+    assert short_name("_ZNX3foo") == "_ZNX3foo"  # X is no qualifier: no name read
     assert kernel_class("NCCLKernel") == "nccl" and kernel_class("nc_cl") == "compute"
 
 
