@@ -54,6 +54,8 @@ def test_real_folder_every_tag_and_time():
     assert rec.where == f"{REAL / 'benchmark.log'}:1" and rec.status == "FINISHED"
     assert "`metric.log` line 52 (tf_cnn_benchmarks --benchmark_log_dir output" in rec.tags["mlflow.note.content"]
     assert "variable_update" not in rec.params  # run_parameters hold none
+    # whole numbers (stored as MLflow params '1' and '64', not '1.0'): 64 // 64
+    assert type(rec.params["workers"]) is int and type(rec.params["batch_per_worker"]) is int
 
 
 @pytest.fixture()
@@ -202,3 +204,79 @@ def test_json_lines_refused_and_blank_lines_skipped(folder):
     refused(folder, rf"^{m}:4: not a JSON line \(cut short\?\): Expecting property name enclosed in double quotes$")
     (folder / "benchmark.log").write_text("not json\n")
     refused(folder, rf"^{b}:1: not a JSON line \(cut short\?\): Expecting value$")
+
+
+MACHINE = "4x GeForce GTX 980 Ti, Intel(R) Xeon(R) CPU E7-4830 v3 @ 2.10GHz"  # benchmark.log:1 machine_config
+
+
+def test_given_options_win_and_keep_the_logs_values_in_tags():
+    (rec,) = parse(REAL, options(framework="pytorch", device="K80", data="real", platform="p"))
+    assert {k: rec.params[k] for k in ("framework", "device", "data", "platform")} == {
+        "framework": "pytorch", "device": "K80", "data": "real", "platform": "p",
+    }  # fmt: skip
+    # the log's own: tensorflow (the format's), GTX 980 Ti (gpu_info.model), synthetic (dataset.name 'imagenet
+    # (synthetic)'), the machine machine_config describes
+    assert {k: v for k, v in rec.tags.items() if k.startswith("log_") and k not in ("log_path", "log_sha256")} == {
+        "log_format": "tf_cnn_json", "log_file": "metric.log", "log_framework": "tensorflow",
+        "log_device": "GTX 980 Ti", "log_data": "synthetic", "log_platform": MACHINE,
+    }  # fmt: skip
+    # the same values given: no log_ tag
+    (same,) = parse(REAL, options(framework="tensorflow", device="GTX 980 Ti", data="synthetic", platform=MACHINE))
+    assert not {"log_framework", "log_device", "log_data", "log_platform"} & same.tags.keys()
+
+
+def test_values_the_log_does_not_say_need_their_option(folder):
+    b = str(folder / "benchmark.log").replace(".", r"\.")
+    # a copy without gpu_info.model (no device), then without a dataset anywhere (no data), then without
+    # machine_config (no platform): each refusal names the option that supplies the value
+    edit_meta(folder, lambda meta: meta["machine_config"]["gpu_info"].pop("model"))
+    with pytest.raises(SchemaError, match=rf"^{b}:1: the log does not say the run's device: give it with --device$"):
+        parse(folder, options())
+    (rec,) = parse(folder, options(device="K80"))
+    assert (
+        rec.params["platform"]
+        == "Intel(R) Xeon(R) CPU E7-4830 v3 @ 2.10GHz"  # the CPU alone and "device_name" not in rec.tags
+    )
+
+    def no_dataset(meta):
+        del meta["dataset"]
+        meta["run_parameters"] = [p for p in meta["run_parameters"] if p["name"] != "dataset"]
+
+    edit_meta(folder, no_dataset)
+    with pytest.raises(SchemaError, match=rf"^{b}:1: the log does not say the run's data: give it with --data$"):
+        parse(folder, options(device="K80"))
+    edit_meta(folder, lambda meta: meta.update(machine_config={}))
+    with pytest.raises(SchemaError, match=rf"^{b}:1: the log does not say the run's platform: give it with --platform"):
+        parse(folder, options(device="K80", data="real"))
+    (rec,) = parse(folder, options(device="K80", data="real", platform="p"))
+    assert "machine_gpus" not in rec.tags and rec.params["device"] == "K80"
+
+
+def test_metadata_variants(folder):
+    b = str(folder / "benchmark.log").replace(".", r"\.")
+    # run_parameters' dataset stands in for a missing dataset.name (run_parameters: 'imagenet (synthetic)')
+    edit_meta(folder, lambda meta: meta.pop("dataset"))
+    assert parse(folder, options(platform="p"))[0].params["data"] == "synthetic"
+    edit_meta(folder, set_param("dataset", string_value="imagenet"))
+    assert parse(folder, options(platform="p"))[0].params["data"] == "real"
+    # model_name alone (run_parameters without model), then a model no table knows: the error names benchmark.log:1
+    edit_meta(
+        folder, lambda meta: meta.update(run_parameters=[p for p in meta["run_parameters"] if p["name"] != "model"])
+    )
+    assert parse(folder, options(platform="p"))[0].params["model"] == "resnet50"
+    edit_meta(folder, lambda meta: meta.update(model_name="resnet9000"))
+    with pytest.raises(SchemaError, match=rf"^{b}:1: unknown model name 'resnet9000' \(known: "):
+        parse(folder, options(platform="p"))
+    edit_meta(folder, lambda meta: meta.update(model_name="ResNet50"))  # spelled otherwise: canonical
+    assert parse(folder, options(platform="p"))[0].params["model"] == "resnet50"
+    # tensorflow_version absent or not an object: no tag
+    edit_meta(folder, lambda meta: meta.pop("tensorflow_version"))
+    assert "tensorflow_version" not in parse(folder, options(platform="p"))[0].tags
+    edit_meta(folder, lambda meta: meta.update(tensorflow_version="1.10.0"))
+    assert "tensorflow_version" not in parse(folder, options(platform="p"))[0].tags
+    # a run_date with another letter than Z at its end is refused (only a trailing Z is stripped)
+    edit_meta(folder, lambda meta: meta.update(run_date="2019-03-31T08:10:32.282327X"))
+    with pytest.raises(SchemaError, match=rf"^{b}:1: timestamp '2019-03-31T08:10:32\.282327X' is not "):
+        parse(folder, options(platform="p"))
+    edit_meta(folder, lambda meta: meta.update(run_date="2019-03-31T08:10:32.282327"))  # no Z: the same time
+    assert parse(folder, options(platform="p"))[0].start_ms == 1554019832282

@@ -188,10 +188,10 @@ def summarize_sqlite(path: str | Path, window: Window | None = None, top: int = 
     ks, ke, kept = clip(k_start, k_end, lo, hi)
     names = [str(n) if n is not None else "(unnamed)" for n in k_name[kept]]
     k_dev_kept = k_dev[kept]
-    k_classes = np.array([kernel_class(n) for n in names])
+    k_classes = np.array([kernel_class(n) for n in names], dtype=object)  # object: empty, still compared per row
     k_ms = (ke - ks) / 1e6
     ms_, me_, mkept = clip(m_start, m_end, lo, hi)
-    m_classes = np.array([COPY_KINDS.get(int(k), "memcpy_other") for k in m_kind[mkept]])
+    m_classes = np.array([COPY_KINDS.get(int(k), "memcpy_other") for k in m_kind[mkept]], dtype=object)
     m_ms = (me_ - ms_) / 1e6
     m_b = m_bytes[mkept]
     ss, se, skept = clip(s_start, s_end, lo, hi)
