@@ -1,0 +1,243 @@
+"""`python -m scalestudy.ingest logs` (ingest/logs/command.py) called in-process, every printed line checked: the
+--dry-run table (its column widths, a row per created, updated, unchanged, repaired and FAILED run, a row per
+duplicate), the summary (each count, 'would be in' or 'in', more than LISTED duplicates or removed runs), every
+refusal with exit status 2 and the store unchanged, the warnings (once each, in order), the experiment's
+description and each run's tags as MLflow stores them, the usage text and the progress bar's threshold.
+
+The logs are real (../shared/reference): cut copies of the Keras multi-GPU log of seed 002 (`benchmark_inception3_
+resnet50_results_7gforce.txt`: lines 1-54 are its first run, lines 55-117 its second, lines 356-482 a run that
+failed), a copy of the tf_cnn_benchmarks --benchmark_log_dir folder of ../shared/reference/logs, the az-2xm-60
+tf_cnn_benchmarks trace, and MLPerf's DellEMC C4140 result with a copy of its system file (one value changed, said
+where). They are written to tmp_path and the test runs there, so the table's paths (and widths) are short and fixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import shared_reference
+
+from scalestudy.ingest.logs import LogOptions, read_logs, user_source
+from scalestudy.ingest.logs import command
+from scalestudy.schema import DESCRIPTION_TAG, RunRecord
+from scalestudy.store import load_runs, sync_experiment
+
+SHARED = shared_reference("logs", "keras-multi-gpu-2017", "mlperf-training-resnet")
+# Real third-party files no source.yaml of this project lists: a skip allowed under make test.
+pytestmark = [
+    pytest.mark.may_skip,
+    pytest.mark.skipif(SHARED is None, reason="../shared/reference (logs, keras, mlperf-training-resnet) is not here"),
+]
+REF = SHARED or Path()
+KERAS_7G = REF / "keras-multi-gpu-2017" / "benchmark_inception3_resnet50_results_7gforce.txt"
+TRACE = REF / "keras-multi-gpu-2017" / "benchmark_batch_inception3_az-2xm-60.txt"
+TF_JSON = REF / "logs" / "tf_cnn_benchmarks_json" / "fh2_singularity_500batch_synthetic_resnet50_1_gpu_1"
+DELLEMC = REF / "mlperf-training-resnet" / "v0.7" / "DellEMC"
+COMMAND = "python -m scalestudy.ingest logs"
+NOTHING = "; nothing was written\n"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _lines(path: Path, first: int, last: int) -> bytes:
+    """Lines first..last of a file, numbered at newlines only (its progress bars hold carriage returns)."""
+    return b"".join(line + b"\n" for line in path.read_bytes().split(b"\n")[first - 1 : last])
+
+
+@pytest.fixture()
+def logs(tmp_path, monkeypatch, empty_store):
+    """tmp_path as the working folder, holding store.db (empty) and the cut copies the docstring names."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", empty_store)
+    # 7gforce log: run 1 (inception3, 1 GPU, `Samples/sec: 39.07` at line 54), run 2 (2 GPUs, ps cpu, 49.01 at
+    # line 117), the 6-GPU ps-cpu run that fails (`InvalidArgumentError` at lines 451 and 479, no Samples/sec)
+    (tmp_path / "ok.txt").write_bytes(_lines(KERAS_7G, 1, 54))
+    (tmp_path / "two.txt").write_bytes(_lines(KERAS_7G, 55, 117))
+    (tmp_path / "failed.txt").write_bytes(_lines(KERAS_7G, 356, 482))
+    shutil.copytree(TF_JSON, tmp_path / "tfjson")  # metric.log:52 average_examples_per_sec 132.37791654965747
+    return tmp_path
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = command.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The table and the summary
+
+
+def test_dry_run_table_and_summary_with_every_status_and_duplicates(logs, capsys):
+    db = logs / "store.db"
+    # the first two runs of the 7gforce log with --platform p, the tf_cnn_benchmarks folder with --platform q
+    assert run(capsys, "ok.txt", "two.txt", "--experiment", "mine", "--platform", "p") == (
+        0,
+        "2 runs (0 failed) from 2 file(s) in experiment 'mine': 2 created, 0 updated, 0 unchanged, 0 removed, "
+        "0 duplicates\n", "",
+    )  # fmt: skip
+    assert run(capsys, "tfjson", "--experiment", "mine", "--platform", "q")[1] == (
+        "1 runs (0 failed) from 1 file(s) in experiment 'mine': 1 created, 0 updated, 0 unchanged, 0 removed, "
+        "0 duplicates\n"
+    )
+    # two.txt's run deleted outside an import (as MLflow's UI deletes): the next import writes it again (repaired)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{db}")
+    runs = load_runs(f"sqlite:///{db}").set_index("log_path")
+    client.delete_run(runs.loc["two.txt", "run_id"])
+    # six copies of ok.txt in a folder (walked in name order): duplicates of ok.txt, given first
+    (logs / "copies").mkdir()
+    for n in range(1, 7):
+        shutil.copyfile(logs / "ok.txt", logs / "copies" / f"c{n}.txt")
+    before = sha256(db)
+    code, out, err = run(capsys, "ok.txt", "two.txt", "tfjson", "failed.txt", "copies", "--experiment", "mine",
+                         "--platform", "p", "--dry-run")  # fmt: skip
+    assert (code, err) == (0, "")
+    # widths: file 17 (`tfjson/metric.log`), format 11 (`tf_cnn_json`), model 10 (`inception3`), workers 7 (its
+    # header), throughput 18 (its header): the status column starts at 17+11+10+7+18 + 5 x 2 = 73; cells joined by two blanks, each line's trailing blanks cut.
+    # ok.txt unchanged (same bytes, same options); two.txt repaired (deleted); tfjson updated (platform q -> p);
+    # failed.txt created, FAILED: no throughput ('-'); 39.07 -> 39.1, 49.01 -> 49.0, 132.3779... -> 132.4
+    assert out.splitlines() == [
+        "file               format       model       workers  throughput (img/s)  status",
+        "ok.txt#1           keras_mgpu   inception3  1        39.1                unchanged",
+        "two.txt#1          keras_mgpu   inception3  2        49.0                repaired",
+        "tfjson/metric.log  tf_cnn_json  resnet50    1        132.4               updated",
+        "failed.txt#1       keras_mgpu   inception3  6        -                   created (FAILED run)",
+        "copies/c1.txt                                                            duplicate of ok.txt",
+        "copies/c2.txt                                                            duplicate of ok.txt",
+        "copies/c3.txt                                                            duplicate of ok.txt",
+        "copies/c4.txt                                                            duplicate of ok.txt",
+        "copies/c5.txt                                                            duplicate of ok.txt",
+        "copies/c6.txt                                                            duplicate of ok.txt",
+        "4 runs (1 failed) from 4 file(s) would be in experiment 'mine': 1 created, 1 updated, 1 unchanged, "
+        "0 removed, 6 duplicates, 1 incomplete runs repaired; duplicates (same bytes, not imported twice): "
+        "copies/c1.txt = ok.txt, copies/c2.txt = ok.txt, copies/c3.txt = ok.txt, copies/c4.txt = ok.txt, "
+        "copies/c5.txt = ok.txt and 1 more; nothing written (--dry-run)",
+    ]
+    assert sha256(db) == before
+    # the same, written: no table, 'in'; then the store holds the four runs, each tagged as this command's
+    code, out, err = run(capsys, "ok.txt", "two.txt", "tfjson", "failed.txt", "copies", "--experiment", "mine",
+                         "--platform", "p")  # fmt: skip
+    assert (code, err) == (0, "")
+    assert out == (
+        "4 runs (1 failed) from 4 file(s) in experiment 'mine': 1 created, 1 updated, 1 unchanged, 0 removed, "
+        "6 duplicates, 1 incomplete runs repaired; duplicates (same bytes, not imported twice): copies/c1.txt = "
+        "ok.txt, copies/c2.txt = ok.txt, copies/c3.txt = ok.txt, copies/c4.txt = ok.txt, copies/c5.txt = ok.txt "
+        "and 1 more\n"
+    )
+    runs = load_runs(f"sqlite:///{db}")
+    assert sorted(runs["log_path"]) == ["failed.txt", "ok.txt", "tfjson/metric.log", "two.txt"]
+    assert set(runs["imported_by"]) == {COMMAND} and set(runs["platform"]) == {"p"}
+    assert set(runs["status"]) == {"FINISHED", "FAILED"} and (runs["status"] == "FAILED").sum() == 1
+    # no --url, no --citation: an empty source_url, the citation and description name the experiment
+    assert set(runs["source_url"].fillna("")) == {""}
+    assert set(runs["citation"]) == {"benchmark logs imported into mine"}
+    exp = client.get_experiment_by_name("mine")
+    assert exp.tags[DESCRIPTION_TAG] == (
+        f"Benchmark logs imported by `{COMMAND}`: Keras multi-GPU benchmark log of rossumai/keras-multi-gpu "
+        "(Samples/sec); tf_cnn_benchmarks --benchmark_log_dir output (benchmark.log + metric.log). "
+        "Source: benchmark logs imported into mine."
+    )
+    # again, dry: all unchanged, five duplicates exactly (none 'more')
+    (logs / "copies" / "c6.txt").unlink()
+    code, out, _ = run(capsys, "ok.txt", "two.txt", "tfjson", "failed.txt", "copies", "--experiment", "mine",
+                       "--platform", "p", "--dry-run")  # fmt: skip
+    assert out.splitlines()[-1] == (
+        "4 runs (1 failed) from 4 file(s) would be in experiment 'mine': 0 created, 0 updated, 4 unchanged, "
+        "0 removed, 5 duplicates; duplicates (same bytes, not imported twice): copies/c1.txt = ok.txt, "
+        "copies/c2.txt = ok.txt, copies/c3.txt = ok.txt, copies/c4.txt = ok.txt, copies/c5.txt = ok.txt; "
+        "nothing written (--dry-run)"
+    )
+    assert [line[73:] for line in out.splitlines()[1:5]] == ["unchanged"] * 3 + ["unchanged (FAILED run)"]
+
+
+def test_dry_run_on_a_new_store_and_citation_url_and_workers_given(logs, capsys):
+    """No store file yet: all created, no store made; --citation and --url land in every run and the description;
+    --workers 1 (the smallest allowed) is accepted."""
+    (logs / "store.db").unlink()
+    code, out, err = run(capsys, "tfjson", "--experiment", "theirs 2", "--platform", "p", "--dry-run")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "file               format       model     workers  throughput (img/s)  status",
+        "tfjson/metric.log  tf_cnn_json  resnet50  1        132.4               created",
+        "1 runs (0 failed) from 1 file(s) would be in experiment 'theirs 2': 1 created, 0 updated, 0 unchanged, "
+        "0 removed, 0 duplicates; nothing written (--dry-run)",
+    ]
+    assert not (logs / "store.db").exists()
+    code, out, err = run(capsys, "two.txt", "--experiment", "theirs 2", "--platform", "p", "--workers", "1",
+                         "--citation", "Smith (2017)", "--url", "https://example.org/logs")  # fmt: skip
+    assert (code, err) == (0, "")
+    assert out == ("1 runs (0 failed) from 1 file(s) in experiment 'theirs 2': 1 created, 0 updated, 0 unchanged, "
+                   "0 removed, 0 duplicates\n")  # fmt: skip
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{logs / 'store.db'}")
+    exp = client.get_experiment_by_name("theirs 2")
+    assert exp.tags[DESCRIPTION_TAG] == (
+        f"Benchmark logs imported by `{COMMAND}`: Keras multi-GPU benchmark log of rossumai/keras-multi-gpu "
+        "(Samples/sec). Source: Smith (2017)."
+    )
+    (rec,) = client.search_runs([exp.experiment_id])
+    # --workers 1 is accepted (the Keras parser keeps the log's `number of GPUs: 2`, line 88 of the 7gforce log)
+    assert rec.data.params["workers"] == "2"
+    assert (rec.data.tags["citation"], rec.data.tags["source_url"]) == ("Smith (2017)", "https://example.org/logs")
+    assert rec.data.tags["imported_by"] == COMMAND
+
+
+def _old_runs(names: dict[int, dict[str, str | None]]) -> list[RunRecord]:
+    """The az-2xm-60 trace's six runs as this command wrote them, with their log_path / source_line tags set (a
+    value) or removed (None) as `names` says per run number."""
+    records = []
+    for rec in read_logs([TRACE], LogOptions(source=user_source("mine"), platform="az")):
+        tags = dict(rec.tags, imported_by=COMMAND)
+        for tag, value in names[int(rec.key.partition("#")[2])].items():
+            if value is None:
+                tags.pop(tag)
+            else:
+                tags[tag] = value
+        records.append(RunRecord(rec.experiment, rec.key, rec.params, rec.metrics, tags, status=rec.status,
+                                 where=rec.where))  # fmt: skip
+    return records
+
+
+def test_replace_names_the_removed_runs_by_path_line_or_key(logs, capsys, empty_store):
+    """--replace removes the experiment's runs that the logs given do not hold; the summary names them by log_path,
+    else source_line, else their key, sorted, five of them and 'and N more'."""
+    digest = sha256(TRACE)
+    old = _old_runs({
+        1: {"log_path": "t6.txt"}, 2: {"log_path": "t5.txt"}, 3: {"log_path": "t4.txt"},
+        4: {"log_path": None},  # its source_line stays: `benchmark_batch_inception3_az-2xm-60.txt:217`
+        5: {"log_path": None, "source_line": None},  # named by its key
+        6: {"log_path": "t1.txt"},
+    })  # fmt: skip
+    assert sync_experiment("mine", old, empty_store)["created"] == 6
+    before = sha256(logs / "store.db")
+    # sorted: the source_line of run 4, the key of run 5, the paths; t6.txt is the one more
+    names = [f"{TRACE.name}:217", f"sha256:{digest}#5", "t1.txt", "t4.txt", "t5.txt"]
+    code, out, err = run(capsys, "ok.txt", "--experiment", "mine", "--platform", "p", "--replace", "--dry-run")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == (
+        "1 runs (0 failed) from 1 file(s) would be in experiment 'mine': 1 created, 0 updated, 0 unchanged, "
+        f"6 removed, 0 duplicates; removed: {', '.join(names)} and 1 more; nothing written (--dry-run)"
+    )
+    assert sha256(logs / "store.db") == before
+    # without --replace, nothing removed
+    code, out, err = run(capsys, "ok.txt", "--experiment", "mine", "--platform", "p", "--dry-run")
+    assert out.splitlines()[-1] == (
+        "1 runs (0 failed) from 1 file(s) would be in experiment 'mine': 1 created, 0 updated, 0 unchanged, "
+        "0 removed, 0 duplicates; nothing written (--dry-run)"
+    )
+    # written: the same line less the dry run's words; the experiment then holds ok.txt's run alone
+    code, out, err = run(capsys, "ok.txt", "--experiment", "mine", "--platform", "p", "--replace")
+    assert (code, err, out) == (0, "", (
+        "1 runs (0 failed) from 1 file(s) in experiment 'mine': 1 created, 0 updated, 0 unchanged, 6 removed, "
+        f"0 duplicates; removed: {', '.join(names)} and 1 more\n"
+    ))  # fmt: skip
+    assert list(load_runs(empty_store)["log_path"]) == ["ok.txt"]
