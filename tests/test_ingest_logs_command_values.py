@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import shared_reference
+from helpers import REPO, shared_reference
 
 from scalestudy.ingest.logs import LogOptions, read_logs, user_source
 from scalestudy.ingest.logs import command
@@ -191,11 +191,11 @@ def test_dry_run_on_a_new_store_and_citation_url_and_workers_given(logs, capsys)
     assert rec.data.tags["imported_by"] == COMMAND
 
 
-def _old_runs(names: dict[int, dict[str, str | None]]) -> list[RunRecord]:
+def _old_runs(names: dict[int, dict[str, str | None]], experiment: str = "mine") -> list[RunRecord]:
     """The az-2xm-60 trace's six runs as this command wrote them, with their log_path / source_line tags set (a
     value) or removed (None) as `names` says per run number."""
     records = []
-    for rec in read_logs([TRACE], LogOptions(source=user_source("mine"), platform="az")):
+    for rec in read_logs([TRACE], LogOptions(source=user_source(experiment), platform="az")):
         tags = dict(rec.tags, imported_by=COMMAND)
         for tag, value in names[int(rec.key.partition("#")[2])].items():
             if value is None:
@@ -241,3 +241,179 @@ def test_replace_names_the_removed_runs_by_path_line_or_key(logs, capsys, empty_
         f"0 duplicates; removed: {', '.join(names)} and 1 more\n"
     ))  # fmt: skip
     assert list(load_runs(empty_store)["log_path"]) == ["ok.txt"]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Refusals: exit status 2, one line, nothing written
+
+
+def test_reserved_experiments_are_refused(logs, capsys, monkeypatch):
+    """'measured' (the harness's), a folder of the reference dir, the experiment a source.yaml there names; a folder
+    that is no dataset (no source.yaml) is skipped, and a reference dir that does not exist reserves nothing."""
+    ref = logs / "ref"
+    for n in range(8):  # not datasets: walked past (whatever order the folder lists them in)
+        (ref / f"notes{n}").mkdir(parents=True)
+    (ref / "ds1").mkdir()
+    (ref / "ds1" / "source.yaml").write_text("experiment: their-exp\ncitation: Them (2020)\none_run: a log\n")
+    (ref / "README.md").write_text("a file, not a folder\n")
+    before = sha256(logs / "store.db")
+    for name in ("measured", "ds1", "their-exp", "notes3"):
+        assert run(capsys, "ok.txt", "--experiment", name, "--platform", "p", "--reference-dir", str(ref)) == (
+            2, "", f"error: experiment {name!r} belongs to the study's own runs (a published dataset or the "
+            f"harness's): choose another name{NOTHING}",
+        )  # fmt: skip
+    assert sha256(logs / "store.db") == before
+    # by default the checkout's experiments/reference (relative: run from the checkout's root): a dataset's name
+    monkeypatch.chdir(REPO)
+    code, _, err = run(capsys, str(logs / "ok.txt"), "--experiment", "malik-2018", "--platform", "p")
+    assert (code, err) == (2, "error: experiment 'malik-2018' belongs to the study's own runs (a published dataset "
+                              f"or the harness's): choose another name{NOTHING}")  # fmt: skip
+    assert sha256(logs / "store.db") == before
+    monkeypatch.chdir(logs)
+    # any other name is free, with that reference dir or one that does not exist
+    for where in (ref, logs / "no-such-dir"):
+        code, out, err = run(capsys, "ok.txt", "--experiment", "Notes3", "--platform", "p", "--reference-dir",
+                             str(where), "--dry-run")  # fmt: skip
+        assert (code, err) == (0, "") and out.splitlines()[-1].startswith("1 runs (0 failed) from 1 file(s) would")
+
+
+def test_bad_options_logs_names_and_foreign_runs_are_refused(logs, capsys, empty_store):
+    db = logs / "store.db"
+    # runs 1-2 of the trace written by this command, 3-6 by another program (no imported_by tag)
+    old = _old_runs({n: {} for n in range(1, 7)}, "theirs")
+    for rec in old[2:]:
+        del rec.tags["imported_by"]
+    assert sync_experiment("theirs", old, empty_store)["created"] == 6
+    before = sha256(db)
+    assert run(capsys, "ok.txt", "--experiment", "mine", "--platform", "p", "--workers", "0") == (
+        2,
+        "",
+        f"error: --workers 0 is not a number of GPUs >= 1{NOTHING}",
+    )
+    assert run(capsys, "ok.txt", "--experiment", "mine", "--platform", "p", "--workers", "-3")[2] == (
+        f"error: --workers -3 is not a number of GPUs >= 1{NOTHING}"
+    )
+    # a file no parser knows: a SchemaError naming it, line 1
+    (logs / "notes.log").write_text("some notes\nnothing a benchmark printed\n")
+    assert run(capsys, "ok.txt", "notes.log", "--experiment", "mine", "--platform", "p") == (
+        2, "", "error: notes.log:1: not a log format this importer knows (MLPerf training result log (:::MLLOG "
+        "lines); NVIDIA DLLogger JSON lines (DLLL {...}); tf_cnn_benchmarks --benchmark_log_dir output "
+        "(benchmark.log + metric.log); Horovod synthetic benchmark output (Total img/sec on N GPU(s)); Keras "
+        "multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec); tf_cnn_benchmarks text output (total "
+        f"images/sec)){NOTHING}",
+    )  # fmt: skip
+    # a name the store refuses (check_records, before any write)
+    assert run(capsys, "ok.txt", "--experiment", "a/b", "--platform", "p") == (
+        2, "", "error: experiment name 'a/b': use letters, digits, spaces and . _ + = @ , ( ) - only, starting with "
+        "a letter or digit, without '/' or '..' (it names the experiment's artifact folder beside the store)"
+        f"{NOTHING}",
+    )  # fmt: skip
+    # another program's runs: 4 of the 6 (the command's own 2 are not counted), dry run or not
+    for dry in ([], ["--dry-run"]):
+        assert run(capsys, "ok.txt", "--experiment", "theirs", "--platform", "p", *dry) == (
+            2, "", "error: experiment 'theirs' holds 4 run(s) that `python -m scalestudy.ingest logs` did not "
+            f"write, whose owner's next import would delete these: choose another experiment{NOTHING}",
+        )  # fmt: skip
+    assert sha256(db) == before
+    assert len(load_runs(empty_store)) == 6
+    # --experiment is required: argparse's usage and error, exit 2
+    with pytest.raises(SystemExit) as exit_:
+        command.main(["ok.txt"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "python -m scalestudy.ingest logs: error: the following arguments are required: --experiment"
+    )
+
+
+def test_usage_text(capsys, monkeypatch):
+    """--help: the command's name, the first line of its docstring, every option's help; --reference-dir hidden."""
+    monkeypatch.setenv("COLUMNS", "120")
+    with pytest.raises(SystemExit) as exit_:
+        command.main(["--help"])
+    assert exit_.value.code == 0
+    indent = " " * 40
+    assert capsys.readouterr().out.splitlines() == [
+        "usage: python -m scalestudy.ingest logs [-h] --experiment EXPERIMENT [--replace] [--dry-run] "
+        "[--platform PLATFORM]",
+        f"{indent}[--device DEVICE] [--framework FRAMEWORK] [--data DATA] [--workers WORKERS]",
+        f"{indent}[--citation CITATION] [--url URL]",
+        f"{indent}PATH [PATH ...]",
+        "",
+        "python -m scalestudy.ingest logs PATH... --experiment NAME: benchmark logs -> published MLflow runs.",
+        "",
+        "positional arguments:",
+        "  PATH                  log files or folders of logs",
+        "",
+        "options:",
+        "  -h, --help            show this help message and exit",
+        "  --experiment EXPERIMENT",
+        "                        MLflow experiment the runs are added to",
+        "  --replace             make the experiment hold exactly these logs' runs (the summary names those it "
+        "removes)",
+        "  --dry-run             print the runs that would be written; write nothing",
+        "  --platform PLATFORM   machine or cluster the runs were made on, where the log does not name it",
+        "  --device DEVICE       GPU (V100, A100, M60...) or cpu, where the log does not name it",
+        "  --framework FRAMEWORK",
+        "                        tensorflow, pytorch, mxnet..., where the log does not say it",
+        "  --data DATA           synthetic or real, where the log does not say it",
+        "  --workers WORKERS     number of GPUs, where the log does not say it (MLPerf, DLLogger)",
+        "  --citation CITATION   where the logs come from (default: the experiment's name)",
+        "  --url URL             where the logs can be found",
+    ]
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# Options, warnings, the progress bar
+
+
+def test_device_framework_and_data_given_override_the_log(logs, capsys, empty_store):
+    # tfjson's benchmark.log says tensorflow, synthetic data, a GeForce GTX 980 Ti (../logs/README.md)
+    code, _, err = run(capsys, "tfjson", "--experiment", "mine", "--platform", "p", "--device", "V100",
+                       "--framework", "pytorch", "--data", "real")  # fmt: skip
+    assert (code, err) == (0, "")
+    (row,) = load_runs(empty_store).to_dict("records")
+    assert (row["platform"], row["device"], row["framework"], row["data"]) == ("p", "V100", "pytorch", "real")
+    assert (row["log_framework"], row["log_data"]) == ("tensorflow", "synthetic")
+
+
+def test_warnings_printed_once_each_in_order(logs, capsys):
+    """The DellEMC C4140 result (v0.7) twice beside a copy of its system file whose accelerators_per_node (line 20)
+    is changed from "4" to "four": each run carries the file's two warnings (the misspelled 'number of nodes' at
+    line 6, then line 20's value); each is printed once, in the order the runs give them. The second log is the
+    first plus a final newline (other bytes: not a duplicate)."""
+    results = logs / "Sub" / "results" / "C4140" / "resnet"
+    results.mkdir(parents=True)
+    (logs / "Sub" / "systems").mkdir()
+    text = (DELLEMC / "systems" / "C4140.json").read_text()
+    assert text.count('"accelerators_per_node": "4"') == 1
+    (logs / "Sub" / "systems" / "C4140.json").write_text(text.replace('"4"', '"four"'))
+    shutil.copyfile(DELLEMC / "results" / "C4140" / "resnet" / "result_0.txt", results / "result_0.txt")
+    (results / "result_1.txt").write_bytes((results / "result_0.txt").read_bytes() + b"\n")
+    code, out, err = run(capsys, "Sub", "--experiment", "mine", "--workers", "4")
+    system = logs.resolve() / "Sub" / "systems" / "C4140.json"
+    assert (code, err) == (0, (
+        f"warning: {system}:6: the system description spells 'number_of_nodes' as 'number of nodes': not read\n"
+        f"warning: {system}:20: accelerators_per_node 'four' is not a whole number >= 1: not read\n"
+    ))  # fmt: skip
+    assert out == ("2 runs (0 failed) from 2 file(s) in experiment 'mine': 2 created, 0 updated, 0 unchanged, "
+                   "0 removed, 0 duplicates\n")  # fmt: skip
+
+
+def test_progress_bar_from_twenty_files_on_a_terminal(logs, capsys, monkeypatch):
+    """ok.txt and copies of it: 19 files give no bar, 20 give tqdm's bar on stderr ('reading logs', counted in
+    files), cleared when done (leave=False: no final newline); the rest of the output is the same."""
+    (logs / "many").mkdir()
+    for n in range(19):
+        shutil.copyfile(logs / "ok.txt", logs / "many" / f"c{n:02}.txt")
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    code, out, err = run(capsys, "many", "--experiment", "mine", "--platform", "p", "--dry-run")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1].startswith("1 runs (0 failed) from 1 file(s) would be in experiment 'mine': "
+                                           "1 created, 0 updated, 0 unchanged, 0 removed, 18 duplicates;")  # fmt: skip
+    shutil.copyfile(logs / "ok.txt", logs / "many" / "c19.txt")
+    code, out, err = run(capsys, "many", "--experiment", "mine", "--platform", "p", "--dry-run")
+    assert code == 0 and "19 duplicates;" in out.splitlines()[-1]
+    assert err.startswith("\rreading logs:   0%|          | 0/20 [00:00<?, ?file/s]")
+    assert err.endswith("\r") and "\n" not in err  # the bar's last state wiped by blanks
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert run(capsys, "many", "--experiment", "mine", "--platform", "p", "--dry-run")[2] == ""
