@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 from helpers import REPO, shared_reference
 
-from scalestudy.ingest.logs import LogOptions, read_logs, user_source
-from scalestudy.ingest.logs import command
+from scalestudy.ingest.logs import LogOptions, command, read_logs, user_source
 from scalestudy.schema import DESCRIPTION_TAG, RunRecord
 from scalestudy.store import load_runs, sync_experiment
 
@@ -101,7 +100,8 @@ def test_dry_run_table_and_summary_with_every_status_and_duplicates(logs, capsys
                          "--platform", "p", "--dry-run")  # fmt: skip
     assert (code, err) == (0, "")
     # widths: file 17 (`tfjson/metric.log`), format 11 (`tf_cnn_json`), model 10 (`inception3`), workers 7 (its
-    # header), throughput 18 (its header): the status column starts at 17+11+10+7+18 + 5 x 2 = 73; cells joined by two blanks, each line's trailing blanks cut.
+    # header), throughput 18 (its header): the status column starts at 17+11+10+7+18 + 5 x 2 = 73; cells joined
+    # by two blanks, each line's trailing blanks cut.
     # ok.txt unchanged (same bytes, same options); two.txt repaired (deleted); tfjson updated (platform q -> p);
     # failed.txt created, FAILED: no throughput ('-'); 39.07 -> 39.1, 49.01 -> 49.0, 132.3779... -> 132.4
     assert out.splitlines() == [
