@@ -417,3 +417,56 @@ def test_progress_bar_from_twenty_files_on_a_terminal(logs, capsys, monkeypatch)
     assert err.endswith("\r") and "\n" not in err  # the bar's last state wiped by blanks
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     assert run(capsys, "many", "--experiment", "mine", "--platform", "p", "--dry-run")[2] == ""
+
+
+# ------------------------------------------------------------------------------------------------------------------
+# The table and summary as functions (no store): the same files, a plan written by hand
+
+
+def test_table_and_summary_functions_of_a_plan(logs):
+    from scalestudy.ingest.logs import scan_logs
+    from scalestudy.store import SyncPlan
+
+    (logs / "copies").mkdir()
+    for n in range(1, 8):
+        shutil.copyfile(logs / "two.txt", logs / "copies" / f"c{n}.txt")
+    found = scan_logs([Path("ok.txt"), Path("two.txt"), Path("tfjson"), Path("failed.txt"), Path("copies")],
+                      LogOptions(source=user_source("mine"), platform="p"))  # fmt: skip
+    keys = [rec.key for rec in found.records]
+    # a plan as sync_runs gives it: a status per key (tfjson's left out: no status, an empty cell), removed runs'
+    # tags (by log_path, else source_line, else import_key, else '?'), 2 incomplete runs deleted
+    plan = SyncPlan(
+        status={keys[0]: "unchanged", keys[1]: "repaired", keys[3]: "created"},
+        removed=[{"log_path": "z.txt", "source_line": "a.txt:1"}, {"source_line": "b.txt:7", "import_key": "k1"},
+                 {"import_key": "k2"}, {"log_path": "", "import_key": "k0"}, {}, {"log_path": "y.txt"}],
+        repaired=2,
+    )  # fmt: skip
+    assert command._table(found, plan).split("\n") == [
+        "file               format       model       workers  throughput (img/s)  status",
+        "ok.txt#1           keras_mgpu   inception3  1        39.1                unchanged",
+        "two.txt#1          keras_mgpu   inception3  2        49.0                repaired",
+        "tfjson/metric.log  tf_cnn_json  resnet50    1        132.4",
+        "failed.txt#1       keras_mgpu   inception3  6        -                   created (FAILED run)",
+        *[f"copies/c{n}.txt                                                            duplicate of two.txt"
+          for n in range(1, 8)],
+    ]  # fmt: skip
+    # counts: 1 created, 0 updated, 1 unchanged, 6 removed; repaired 2 + 1 (the status); 7 duplicates: 5 and 2 more;
+    # removed, named z.txt, b.txt:7, k2, k0 (an empty log_path), ?, y.txt; sorted: ?, b.txt:7, k0, k2, y.txt, z.txt
+    removed = "; removed: ?, b.txt:7, k0, k2, y.txt and 1 more"
+    duplicates = ", ".join(f"copies/c{n}.txt = two.txt" for n in range(1, 6)) + " and 2 more"
+    for dry, verb in ((True, "would be in"), (False, "in")):
+        assert command._summary(found, plan, "my exp", dry) == (
+            f"4 runs (1 failed) from 4 file(s) {verb} experiment 'my exp': 1 created, 0 updated, 1 unchanged, "
+            f"6 removed, 7 duplicates, 3 incomplete runs repaired; duplicates (same bytes, not imported twice): "
+            f"{duplicates}{removed}"
+        )
+    # nothing removed, repaired nor duplicated: the plain line
+    plain = scan_logs([Path("tfjson")], LogOptions(source=user_source("mine"), platform="p"))
+    assert command._summary(plain, SyncPlan(status={plain.records[0].key: "updated"}), "x", False) == (
+        "1 runs (0 failed) from 1 file(s) in experiment 'x': 0 created, 1 updated, 0 unchanged, 0 removed, 0 duplicates"
+    )
+    assert command._removed(SyncPlan()) == ""
+    assert command._listed([]) == "" and command._listed(["a"]) == "a"
+    assert command._listed(list("abcde")) == "a, b, c, d, e" and command._listed(list("abcdef")) == (
+        "a, b, c, d, e and 1 more"
+    )
