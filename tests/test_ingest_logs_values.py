@@ -225,7 +225,18 @@ def test_detect_and_the_files_a_folder_walk_keeps(tmp_path):
     (d / "tfjson" / "x.log").write_text("nothing\n")
     with pytest.raises(SchemaError) as err:
         detect(d / "tfjson" / "x.log")
-    assert str(err.value).startswith(f"{d / 'tfjson' / 'x.log'}:1: not a log format this importer knows (MLPerf")
+    assert str(err.value) == (
+        f"{d / 'tfjson' / 'x.log'}:1: not a log format this importer knows (MLPerf training result log (:::MLLOG "
+        "lines); NVIDIA DLLogger JSON lines (DLLL {...}); tf_cnn_benchmarks --benchmark_log_dir output "
+        "(benchmark.log + metric.log); Horovod synthetic benchmark output (Total img/sec on N GPU(s)); Keras "
+        "multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec); tf_cnn_benchmarks text output (total "
+        "images/sec))"
+    )
+    # by its name alone: eval.log and metric.log there are the folder's whatever they hold (here: text no parser
+    # knows, written over the copies)
+    for name in ("eval.log", "metric.log"):
+        (d / "tfjson" / name).write_text("nothing\n")
+        assert detect(d / "tfjson" / name) == "tf_cnn_json"
     shutil.copyfile(TRACE, tmp_path / "lone" / "benchmark.log")  # now beside metric.log: the layout, not the content
     assert detect(tmp_path / "lone" / "benchmark.log") == "tf_cnn_json"
 
@@ -296,6 +307,11 @@ def test_legacy_claim_matches_runs_keyed_by_name(tmp_path):
     failed = LogImport(records=[LogRecord("mine", "sha256:f#1", {}, {}, {"log_format": "keras_mgpu", "log_path":
                                           "x/f.txt", "source_line": "f.txt:40"}, where="f.txt:5")])  # fmt: skip
     claim = failed.legacy_claim()
+    # a record that says no log_path (keyed by name): its file name is empty, it claims nothing named
+    nameless = LogImport(records=[LogRecord("mine", "k#1", {}, {"throughput_total": 2.0}, {"log_format": "mlperf"},
+                                            where="w")])  # fmt: skip
+    assert nameless.legacy_claim()("#1", {"log_format": "mlperf"}, {"throughput_total": 2.0}) == "k#1"
+    assert nameless.legacy_claim()("a.txt#1", {"log_format": "mlperf"}, {"throughput_total": 2.0}) is None
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:40"}, {}) == "sha256:f#1"
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:41"}, {}) is None
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:40"}, {"throughput_total": 1}) is None
