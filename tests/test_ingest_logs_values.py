@@ -312,6 +312,11 @@ def test_legacy_claim_matches_runs_keyed_by_name(tmp_path):
                                             where="w")])  # fmt: skip
     assert nameless.legacy_claim()("#1", {"log_format": "mlperf"}, {"throughput_total": 2.0}) == "k#1"
     assert nameless.legacy_claim()("a.txt#1", {"log_format": "mlperf"}, {"throughput_total": 2.0}) is None
+    # the tolerance's edge, |mine - theirs| == 1e-9 x |mine| exactly in floats (1e9 and 1e9 + 1: 1e-9 * 1e9 == 1.0)
+    edge = LogImport(records=[LogRecord("mine", "e#1", {}, {"throughput_total": 1e9}, {"log_format": "mlperf",
+                                        "log_path": "d/e.txt"}, where="w")])  # fmt: skip
+    assert edge.legacy_claim()("e.txt#1", {"log_format": "mlperf"}, {"throughput_total": 1e9 + 1}) == "e#1"
+    assert edge.legacy_claim()("e.txt#1", {"log_format": "mlperf"}, {"throughput_total": 1e9 + 2}) is None
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:40"}, {}) == "sha256:f#1"
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:41"}, {}) is None
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:40"}, {"throughput_total": 1}) is None
