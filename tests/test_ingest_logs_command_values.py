@@ -424,7 +424,7 @@ def test_progress_bar_from_twenty_files_on_a_terminal(logs, capsys, monkeypatch)
 
 
 def test_table_and_summary_functions_of_a_plan(logs):
-    from scalestudy.ingest.logs import scan_logs
+    from scalestudy.ingest.logs import LogRecord, scan_logs
     from scalestudy.store import SyncPlan
 
     (logs / "copies").mkdir()
@@ -465,6 +465,17 @@ def test_table_and_summary_functions_of_a_plan(logs):
     assert command._summary(plain, SyncPlan(status={plain.records[0].key: "updated"}), "x", False) == (
         "1 runs (0 failed) from 1 file(s) in experiment 'x': 0 created, 1 updated, 0 unchanged, 0 removed, 0 duplicates"
     )
+    # a record keyed by name (a reference dataset's raw log) has no log_path: its log_file names it; one with
+    # neither (made by hand) has an empty cell
+    named = scan_logs([Path("ok.txt")], LogOptions(source=user_source("mine"), platform="p",
+                                                   key_prefix={Path("ok.txt"): "ok"}))  # fmt: skip
+    bare = LogRecord("mine", "k#4", {"model": "m", "workers": 3}, {}, {"log_format": "x"}, where="w")
+    named.records.append(bare)
+    assert command._table(named, SyncPlan(status={"ok#1": "created"})).split("\n") == [
+        "file      format      model       workers  throughput (img/s)  status",
+        "ok.txt#1  keras_mgpu  inception3  1        39.1                created",
+        "#4        x           m           3        -",
+    ]
     assert command._removed(SyncPlan()) == ""
     assert command._listed([]) == "" and command._listed(["a"]) == "a"
     assert command._listed(list("abcde")) == "a, b, c, d, e" and command._listed(list("abcdef")) == (

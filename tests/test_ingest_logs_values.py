@@ -170,6 +170,7 @@ def test_device_names_gpu_names_and_one_device():
     assert gpu_names("..., name: Tesla V100-SXM2-16GB, pci bus id: 0000:06:00.0") == "Tesla V100-SXM2-16GB"
     assert gpu_names("name: Tesla V100 major: 7 minor: 0 memoryClockRate (GHz) 1.53") == "Tesla V100"
     assert gpu_names("(device: 0, name: GeForce GTX 1070)") == "GeForce GTX 1070"
+    assert gpu_names("(device: 0, name: GeForce GTX TITAN X, pci bus id: 0000:02:00.0)") == "GeForce GTX TITAN X"
     assert [gpu_names(t) for t in ("name: /job:localhost/replica:0", "name: job:worker", "no gpu here")] == [None] * 3
     assert one_device({}, Path("x.log"), "x.log:1") == (None, None)
     # two names of one kind: the kind, the last full name
