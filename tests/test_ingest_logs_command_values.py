@@ -466,15 +466,15 @@ def test_table_and_summary_functions_of_a_plan(logs):
         "1 runs (0 failed) from 1 file(s) in experiment 'x': 0 created, 1 updated, 0 unchanged, 0 removed, 0 duplicates"
     )
     # a record keyed by name (a reference dataset's raw log) has no log_path: its log_file names it; one with
-    # neither (made by hand) has an empty cell
+    # neither, nor a log_format (made by hand), has empty cells
     named = scan_logs([Path("ok.txt")], LogOptions(source=user_source("mine"), platform="p",
                                                    key_prefix={Path("ok.txt"): "ok"}))  # fmt: skip
-    bare = LogRecord("mine", "k#4", {"model": "m", "workers": 3}, {}, {"log_format": "x"}, where="w")
+    bare = LogRecord("mine", "k#4", {"model": "m", "workers": 3}, {}, {}, where="w")
     named.records.append(bare)
     assert command._table(named, SyncPlan(status={"ok#1": "created"})).split("\n") == [
         "file      format      model       workers  throughput (img/s)  status",
         "ok.txt#1  keras_mgpu  inception3  1        39.1                created",
-        "#4        x           m           3        -",
+        "#4                    m           3        -",
     ]
     assert command._removed(SyncPlan()) == ""
     assert command._listed([]) == "" and command._listed(["a"]) == "a"
