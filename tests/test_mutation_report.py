@@ -2,6 +2,8 @@
 checked; on meta files written here in mutmut's format (a real run takes hours)."""
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from helpers import REPO, load_script
@@ -184,3 +186,36 @@ def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_u
     # the modules changed since the last run have results of older code (renumbered since): not judged
     changed = mutation_report.changed_since(runs[-1]["commit"]) if runs else set()
     assert mutation_report.stale(found, mutation_report.load_triage(), changed) == {}
+
+
+def test_mutmut_keeps_the_restored_results_when_it_makes_the_mutants_of_a_new_checkout(tmp_path, monkeypatch):
+    """The ledger's whole point, with mutmut's own code: in a checkout without mutants/, restore() writes the meta
+    file and mutmut's generation of that module's mutants keeps every result of a function whose hash is the same,
+    and resets those of a function that changed (scaling/cost.py; one function recorded under another hash)."""
+    from mutmut.__main__ import create_mutants_for_file
+
+    module = "scalestudy/scaling/cost.py"
+    source = (REPO / "src" / module).read_text()
+    (tmp_path / "src" / module).parent.mkdir(parents=True)
+    (tmp_path / "src" / module).write_text(source)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "mutants" / "src" / module
+    out.parent.mkdir(parents=True)
+    create_mutants_for_file(Path("src") / module, out)
+    made = json.loads((tmp_path / "mutants" / "src" / f"{module}.meta").read_text())
+    digests = made["hash_by_function_name"]
+    assert len(digests) >= 2 and all(code is None for code in made["exit_code_by_key"].values())
+    # a ledger that knows every mutant: exit code 1 (killed) for all, the first function's recorded under another hash
+    first = sorted(digests)[0]
+    names = sorted(made["exit_code_by_key"])
+    numbers = {f: {n.rsplit("__mutmut_", 1)[1]: 1 for n in names if ledgers.function_of(n) == f} for f in digests}
+    functions = {f: [digests[f] if f != first else "0ld", numbers[f]] for f in digests}
+    shutil.rmtree(tmp_path / "mutants")
+    assert ledgers.restore({"modules": {module: functions}}, tmp_path) == len(names)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    create_mutants_for_file(Path("src") / module, out)
+    kept = json.loads((tmp_path / "mutants" / "src" / f"{module}.meta").read_text())["exit_code_by_key"]
+    assert {n: c for n, c in kept.items() if ledgers.function_of(n) != first} == {
+        n: 1 for n in names if ledgers.function_of(n) != first
+    }
+    assert {c for n, c in kept.items() if ledgers.function_of(n) == first} == {None}  # its hash differs: tested again
