@@ -160,7 +160,8 @@ def test_dry_run_table_and_summary_with_every_status_and_duplicates(logs, capsys
 
 def test_dry_run_on_a_new_store_and_citation_url_and_workers_given(logs, capsys):
     """No store file yet: all created, no store made; --citation and --url land in every run and the description;
-    --workers 1 (the smallest allowed) is accepted."""
+    --workers 1 (the smallest allowed) is accepted, and where the log states another count (this Keras log's run:
+    2 GPUs) the log's is kept with a warning."""
     (logs / "store.db").unlink()
     code, out, err = run(capsys, "tfjson", "--experiment", "theirs 2", "--platform", "p", "--dry-run")
     assert (code, err) == (0, "")
@@ -173,7 +174,7 @@ def test_dry_run_on_a_new_store_and_citation_url_and_workers_given(logs, capsys)
     assert not (logs / "store.db").exists()
     code, out, err = run(capsys, "two.txt", "--experiment", "theirs 2", "--platform", "p", "--workers", "1",
                          "--citation", "Smith (2017)", "--url", "https://example.org/logs")  # fmt: skip
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "warning: two.txt: --workers 1 not used: the log says 2 GPUs\n")
     assert out == ("1 runs (0 failed) from 1 file(s) in experiment 'theirs 2': 1 created, 0 updated, 0 unchanged, "
                    "0 removed, 0 duplicates\n")  # fmt: skip
     from mlflow import MlflowClient

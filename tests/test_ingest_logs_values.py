@@ -321,3 +321,14 @@ def test_legacy_claim_matches_runs_keyed_by_name(tmp_path):
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:40"}, {}) == "sha256:f#1"
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:41"}, {}) is None
     assert claim("f.txt#1", {"log_format": "keras_mgpu", "source_line": "f.txt:40"}, {"throughput_total": 1}) is None
+
+
+def test_a_workers_option_a_log_overrules_is_a_warning():
+    """tf_cnn_benchmarks' text log states its GPU count (global batch / per-device batch): the trace's six runs are
+    1 GPU (its line 2: `--num_gpus 1`) then 2 (lines 56, 110, 164, 219, 274: `--num_gpus 2`). --workers 2 is not
+    used for the first, which carries the warning (the command prints it once per file); the others agree."""
+    options = LogOptions(source=user_source("mine"), platform="az", workers=2)
+    records = read_logs([TRACE], options)
+    assert [r.params["workers"] for r in records] == [1, 2, 2, 2, 2, 2]
+    note = f"{TRACE}: --workers 2 not used: the log says 1 GPUs"
+    assert [r.tags.get("import_warning") for r in records] == [note, None, None, None, None, None]

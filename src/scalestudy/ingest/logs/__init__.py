@@ -61,7 +61,9 @@ class LogOptions:
 
     source: experiment and citation (and url), as a dataset's source.yaml gives them (ingest.read_source); with
     `folder` and `dataset_dir` in it, run descriptions name the file inside the dataset as the datasets' do.
-    platform, device, framework, data, workers: override (or supply) these schema params for every run.
+    platform, device, framework, data: override (or supply) these schema params for every run. workers: supplies
+    the GPU count where the log does not state it (DLLogger, MLPerf, where it also wins over the log); a log that
+    states it (tf_cnn_benchmarks, Horovod's synthetic benchmark, Keras multi-GPU) keeps its count, with a warning.
     """
 
     source: Mapping[str, str]
@@ -327,6 +329,10 @@ def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | N
         runs = parse(path, options)
         if not runs:
             raise SchemaError(f"{path}:1: a {FORMAT_NAMES[fmt]} with no run in it")
+        for run in runs:  # a log that states its GPU count keeps it: say so, rather than drop the option unsaid
+            if options.workers is not None and run.params["workers"] != options.workers:
+                note = f"{path}: --workers {options.workers} not used: the log says {run.params['workers']} GPUs"
+                run.tags[WARNING_TAG] = " | ".join(filter(None, [run.tags.get(WARNING_TAG), note]))
         found.records.extend(runs)
         found.formats[unit] = fmt
     return found
