@@ -119,3 +119,25 @@ def test_a_sidecar_with_another_link_says_so_and_no_sidecars_says_how_to_build_t
     assert publish_views(store_copy, empty, BASE)[-1] == (
         f"  none yet under {empty}: `make figures tables` builds them"
     )
+
+
+def test_the_ui_shows_a_store_with_a_changed_run_and_skips_sidecars_without_a_name_or_a_run_list(store_copy, tmp_path):
+    """A metric changed through MLflow's API after the import: the builder refuses the store (load_runs' seal check),
+    the UI still shows every run it holds (it passes sealed=False). A JSON file under figures/ with runs but no name,
+    or with a name but no list of runs, is no sidecar."""
+    import pytest
+
+    from scalestudy.store import StoreError
+
+    runs = load_runs(store_copy)
+    changed = sorted(runs.loc[runs.experiment == "malik-2018", "run_id"])[0]
+    MlflowClient(tracking_uri=store_copy).log_metric(changed, "throughput_total", 1.0)
+    with pytest.raises(StoreError):
+        load_runs(store_copy)
+    paper = tmp_path / "paper"
+    (paper / "figures").mkdir(parents=True)
+    (paper / "figures" / "nameless.json").write_text(json.dumps({"mlflow_runs": [{"run_id": changed}]}))
+    (paper / "figures" / "figure-7.json").write_text(json.dumps({"figure": "figure-7", "mlflow_runs": "all"}))
+    lines = publish_views(store_copy, paper, BASE)
+    assert any(line.startswith(f"  {'malik-2018':<22}    3 runs  {BASE}/") for line in lines)
+    assert lines[-1] == f"  none yet under {paper}: `make figures tables` builds them"
