@@ -35,6 +35,8 @@ def test_a_view_is_a_pure_function_of_its_runs():
     assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
     every = experiment_view("1")
     assert every.name == "all runs" and json.loads(every.tag_value())["name"] == "all runs"
+    # its key says it is ours (views of other keys are a user's, never removed): all-runs-<12 hex of its state>
+    assert owned(every.key) and every.key.startswith("all-runs-")
 
 
 def test_a_views_tag_is_the_ui_envelope_with_sorted_keys_and_its_place_as_time():
