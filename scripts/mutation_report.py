@@ -127,17 +127,24 @@ def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
             meta.write_text(json.dumps(data))
 
 
+def keep(ledger: dict, seconds: float) -> None:
+    """Merge mutants/'s results into the ledger and save it, with an entry for this run: when it ended, on which
+    commit, how long, and the ledger's totals after it (a run that stopped early leaves older results standing)."""
+    merged = ledgers.record(ledger, REPO)
+    counts = Counter(status for mutants in ledgers.statuses(merged).values() for status in mutants.values())
+    checked = sum(counts.values()) - counts["not checked"]
+    entry = {**run_entry(seconds), "mutants": sum(counts.values()), "checked": checked,
+             "caught": sum(counts[s] for s in CAUGHT)}  # fmt: skip
+    ledgers.save({**merged, "runs": merged["runs"] + [entry]}, LEDGER)
+
+
 def run_entry(seconds: float) -> dict:
-    """What the ledger keeps of a run: when it ended, on which commit, how long, and the totals after it."""
+    """When the run ended, on which commit, how long."""
     # the commit tree_copy wrote into mutants/'s own history (the checkout may have moved on since the run began)
     made = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=REPO / "mutants", capture_output=True, text=True)
     prefix = "the tree under mutation: "
     commit = made.stdout.strip().removeprefix(prefix) if made.stdout.startswith(prefix) else commit_of(REPO)
-    counts = Counter(status for mutants in results().values() for status in mutants.values())
-    checked = sum(counts.values()) - counts["not checked"]
-    return {"ended": time.strftime("%Y-%m-%d %H:%M"), "commit": commit or "unknown",
-            "minutes": round(seconds / 60, 1), "mutants": sum(counts.values()), "checked": checked,
-            "caught": sum(counts[s] for s in CAUGHT)}  # fmt: skip
+    return {"ended": time.strftime("%Y-%m-%d %H:%M"), "commit": commit or "unknown", "minutes": round(seconds / 60, 1)}
 
 
 def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False, ledger: dict | None = None) -> int:
@@ -327,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         if not any((REPO / "mutants" / "src").rglob("*.py.meta")):
             print("error: --record: no mutmut results under mutants/ to record", file=sys.stderr)
             return 2
-        ledgers.save(ledgers.record(ledgers.load(LEDGER), REPO, run_entry(60 * args.record)), LEDGER)
+        keep(ledgers.load(LEDGER), 60 * args.record)
     OUT.mkdir(parents=True, exist_ok=True)
     seconds = None
     if args.run is not None:
@@ -351,11 +358,15 @@ def main(argv: list[str] | None = None) -> int:
                 code = run_mutmut(
                     names, args.max_children, OUT / "mutmut.log", args.relink, None if args.fresh else ledger
                 )
+        except KeyboardInterrupt:
+            code = 130
         finally:  # a run stopped with Ctrl-C keeps what it checked
             seconds = time.monotonic() - started
             if names is not None:
-                ledgers.save(ledgers.record(ledger, REPO, run_entry(seconds)), LEDGER)
-        if code not in (0, 1):
+                keep(ledger, seconds)
+        if code == 130:
+            print(f"stopped (Ctrl-C): what was checked is kept in {LEDGER.relative_to(REPO)}", file=sys.stderr)
+        elif code not in (0, 1):
             print(f"error: mutmut stopped with exit code {code}; see {OUT / 'mutmut.log'}", file=sys.stderr)
             return 2
     try:

@@ -219,3 +219,20 @@ def test_mutmut_keeps_the_restored_results_when_it_makes_the_mutants_of_a_new_ch
         n: 1 for n in names if ledgers.function_of(n) != first
     }
     assert {c for n, c in kept.items() if ledgers.function_of(n) == first} == {None}  # its hash differs: tested again
+
+
+def test_a_runs_entry_counts_the_ledger_after_the_merge(tmp_path, monkeypatch):
+    """A run stopped early leaves older results standing: its entry counts the merged ledger (mutant 1 killed in
+    this run, mutant 2's survival from an earlier one), not mutants/ alone (where 2 is unchecked again)."""
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)
+    monkeypatch.setattr(mutation_report, "LEDGER", tmp_path / "ledger.json")
+    (tmp_path / "src" / "scalestudy").mkdir(parents=True)
+    (tmp_path / "src" / "scalestudy" / "derive.py").write_text("")
+    d = "scalestudy.derive.x_f__mutmut_"
+    meta(tmp_path, "scalestudy/derive.py", {f"{d}1": 1, f"{d}2": None})
+    path = tmp_path / "mutants/src/scalestudy/derive.py.meta"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "hash_by_function_name": {"x_f": "h"}}))
+    earlier = {"mutmut": "3.8.1", "runs": [], "modules": {"scalestudy/derive.py": {"x_f": ["h", {"1": None, "2": 0}]}}}
+    mutation_report.keep(earlier, 90)
+    (run,) = json.loads((tmp_path / "ledger.json").read_text())["runs"]
+    assert (run["minutes"], run["mutants"], run["checked"], run["caught"]) == (1.5, 2, 2, 1)
