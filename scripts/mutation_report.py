@@ -127,7 +127,7 @@ def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
             meta.write_text(json.dumps(data))
 
 
-def keep(ledger: dict, seconds: float) -> None:
+def keep(ledger: dict, seconds: float, ran: bool = True) -> None:
     """Merge mutants/'s results into the ledger and save it, with an entry for this run: when it ended, on which
     commit, how long, and the ledger's totals after it (a run that stopped early leaves older results standing)."""
     merged = ledgers.record(ledger, REPO)
@@ -135,7 +135,7 @@ def keep(ledger: dict, seconds: float) -> None:
     checked = sum(counts.values()) - counts["not checked"]
     entry = {**run_entry(seconds), "mutants": sum(counts.values()), "checked": checked,
              "caught": sum(counts[s] for s in CAUGHT)}  # fmt: skip
-    ledgers.save({**merged, "runs": merged["runs"] + [entry]}, LEDGER)
+    ledgers.save({**merged, "runs": merged["runs"] + ([entry] if ran else [])}, LEDGER)  # mutmut failed: no run
 
 
 def run_entry(seconds: float) -> dict:
@@ -363,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:  # a run stopped with Ctrl-C keeps what it checked
             seconds = time.monotonic() - started
             if names is not None:
-                keep(ledger, seconds)
+                keep(ledger, seconds, ran=code in (0, 1, 130))
         if code == 130:
             print(f"stopped (Ctrl-C): what was checked is kept in {LEDGER.relative_to(REPO)}", file=sys.stderr)
         elif code not in (0, 1):

@@ -191,11 +191,12 @@ def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_u
 def test_mutmut_keeps_the_restored_results_when_it_makes_the_mutants_of_a_new_checkout(tmp_path, monkeypatch):
     """The ledger's whole point, with mutmut's own code: in a checkout without mutants/, restore() writes the meta
     file and mutmut's generation of that module's mutants keeps every result of a function whose hash is the same,
-    and resets those of a function that changed (scaling/cost.py; one function recorded under another hash)."""
+    and resets those of a function that changed (two small functions; one recorded under another hash)."""
     from mutmut.__main__ import create_mutants_for_file
 
     module = "scalestudy/scaling/cost.py"
-    source = (REPO / "src" / module).read_text()
+    # a module of its own (under mutmut the checkout's src/ holds mutated code, which is no source to mutate)
+    source = "def f(a, b):\n    return a + 2 * b\n\n\ndef g(x):\n    return x - 1 if x > 3 else x\n"
     (tmp_path / "src" / module).parent.mkdir(parents=True)
     (tmp_path / "src" / module).write_text(source)
     monkeypatch.chdir(tmp_path)
