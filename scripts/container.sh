@@ -25,7 +25,7 @@ if [ -z "${DOCKER:-}" ]; then
 fi
 CPU_BASE="${CPU_BASE:-debian:bookworm}"
 CA_BUNDLE="${CA_BUNDLE-/etc/ssl/certs/ca-certificates.crt}"
-docker() { "$DOCKER" "$@"; }
+docker() { command "$DOCKER" "$@"; }  # command: the CLI, never this function (DOCKER=docker)
 SIF="${SIF:-scalestudy.sif}"
 PYTHON="${PYTHON:-.venv/bin/python}"
 

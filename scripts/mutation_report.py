@@ -6,7 +6,7 @@ triage of docs/mutation-triage.yaml (why a survivor is equivalent).
     make mutation-check                                   # every module (hours on 2 cores; resumes where it stopped)
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*'   # the mutants of one module
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*' --again  # those not killed, again
-    .venv/bin/python scripts/mutation_report.py --run --again --relink       # every mutant not killed, fast first
+    .venv/bin/python scripts/mutation_report.py --run --again --relink       # every mutant not killed nor triaged
     .venv/bin/python scripts/mutation_report.py                              # the report of what has run
     .venv/bin/python scripts/mutation_report.py --run --fresh                # every mutant again, ledger ignored
 
@@ -34,6 +34,7 @@ import fnmatch
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -50,8 +51,8 @@ REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "benchmarks" / "out" / "mutation"
 TRIAGE = REPO / "docs" / "mutation-triage.yaml"
 LEDGER = REPO / "benchmarks" / "mutation-results.json"
-# What `--run --again` (no names) tests again: every mutant not killed outright. A timeout too: on a loaded machine a
-# slow test passes its limit, and that counted as caught.
+# What `--run --again` (no names) tests again: every mutant not killed outright and not triaged. A timeout too: on a
+# loaded machine a slow test passes its limit, and that counted as caught.
 AGAIN = ("survived", "no tests", "skipped", "suspicious", "timeout")
 
 
@@ -111,19 +112,19 @@ def commit_of(repo: Path) -> str:
     return (head.stdout.strip() or "unknown") + ("+" if dirty else "")
 
 
-def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",)) -> None:
+def forget(relink: bool, statuses: tuple[str, ...] = ("no tests",), spare=lambda name: False) -> None:
     """Mark the mutants of these statuses as unchecked, so that mutmut (run without names) runs them again. By default
     those it found no test for: this run looks for their tests again (new tests, or with `relink` the whole record of
-    which test calls which function, made again: the stats file)."""
+    which test calls which function, made again: the stats file). `spare(name)`: true for a mutant to leave as it is
+    (a triaged survivor: testing it again costs all its tests' time and tells what the triage says)."""
     if relink:
         (REPO / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     for meta in (REPO / "mutants" / "src").rglob("*.py.meta"):
         data = json.loads(meta.read_text())
         codes = data["exit_code_by_key"]
-        if any(STATUS.get(code, "suspicious") in statuses for code in codes.values()):
-            data["exit_code_by_key"] = {
-                k: None if STATUS.get(c, "suspicious") in statuses else c for k, c in codes.items()
-            }
+        again = {k for k, c in codes.items() if STATUS.get(c, "suspicious") in statuses and not spare(k)}
+        if again:
+            data["exit_code_by_key"] = {k: None if k in again else c for k, c in codes.items()}
             meta.write_text(json.dumps(data))
 
 
@@ -147,15 +148,26 @@ def run_entry(seconds: float) -> dict:
     return {"ended": time.strftime("%Y-%m-%d %H:%M"), "commit": commit or "unknown", "minutes": round(seconds / 60, 1)}
 
 
-def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = False, ledger: dict | None = None) -> int:
-    """mutmut run; `ledger`: the results to start from where mutants/ has none (None: every mutant afresh)."""
+def run_mutmut(
+    names: list[str],
+    max_children: int,
+    log: Path,
+    relink: bool = False,
+    ledger: dict | None = None,
+    again: tuple[str, ...] = (),
+    triage: dict[str, str] | None = None,
+) -> int:
+    """mutmut run; `ledger`: the results to start from where mutants/ has none (None: every mutant afresh); `again`:
+    the statuses to test again (after the ledger is restored: a new checkout has no mutants/ before that), but not
+    the mutants `triage` explains."""
     # Made before Python starts (a PYTHONPATH entry missing at start-up is cached as absent for good).
     tree_copy(REPO / "mutants")
     if ledger is None:
         forget(relink, tuple(set(STATUS.values()) | {"suspicious"}))
     else:
         print(f"{ledgers.restore(ledger, REPO)} results restored from {LEDGER.relative_to(REPO)}")
-        forget(relink)
+        forget(relink, ("no tests",))
+        forget(False, again, spare=lambda name: reason(name, triage or {}) is not None)
     # mutmut_site/sitecustomize.py: what a test's `python -m scalestudy...` child calls counts for the test
     env = dict(os.environ, PYTHONPATH=f"{REPO / 'mutants' / 'src'}:{REPO / 'scripts' / 'mutmut_site'}")
     env.pop("SCALESTUDY_REQUIRE_ALL", None)
@@ -170,7 +182,38 @@ def run_mutmut(names: list[str], max_children: int, log: Path, relink: bool = Fa
     shown = " ".join(cmd[:4] + names[:3]) + (f" ... ({len(names)} names)" if len(names) > 3 else "")
     print(f"{shown}  (log: {log})", flush=True)
     with log.open("w") as out:
-        return subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
+        return run_stoppable(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+def run_stoppable(cmd: list[str], grace: float = 120, **popen) -> int:
+    """Run mutmut (`cmd`) to its end; its exit code. Stopped (Ctrl-C, or SIGTERM: both raise KeyboardInterrupt here),
+    it sends SIGINT to mutmut alone (mutmut runs in a session of its own: its workers' interrupted tests would read
+    as killed mutants) and waits up to `grace` seconds: mutmut then stops its workers and writes its results, which
+    this script keeps after. A SIGINT that mutmut lost (during its set-up) is sent once more; past a second grace,
+    mutmut and its workers are killed (mutmut killed alone would leave its forked workers running)."""
+    # SIGINT handled before mutmut starts: a run started in the background by a shell without job control inherits
+    # SIGINT ignored, and an ignored signal stays ignored in the child (a handled one is reset to its default)
+    old = [signal.signal(sig, signal.default_int_handler) for sig in (signal.SIGTERM, signal.SIGINT)]
+    try:
+        proc = subprocess.Popen(cmd, start_new_session=True, **popen)
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the save short
+            for _ in range(2):
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            else:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            raise
+    finally:
+        signal.signal(signal.SIGTERM, old[0])
+        signal.signal(signal.SIGINT, old[1])
 
 
 def module_of(meta: Path) -> str:
@@ -330,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"merge mutants/'s results into {LEDGER.name} as a run of MINUTES (after a run stopped otherwise)",
     )
     args = parser.parse_args(argv)
+    try:
+        triage = load_triage()
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.record is not None:
         if not any((REPO / "mutants" / "src").rglob("*.py.meta")):
             print("error: --record: no mutmut results under mutants/ to record", file=sys.stderr)
@@ -339,9 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     seconds = None
     if args.run is not None:
         started = time.monotonic()
-        names = args.run
+        names, again = args.run, ()
         if args.again and not args.run:  # every mutant not killed outright (a timeout may be a slow test under load)
-            forget(False, AGAIN)
+            again = AGAIN
         elif args.again:  # mutmut reruns a mutant that has a result only when it is named
             globs, known = args.run, [name for mutants in results().values() for name in mutants]
             names = [name for mutants in results().values() for name, status in mutants.items()
@@ -356,7 +404,13 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if names is not None:
                 code = run_mutmut(
-                    names, args.max_children, OUT / "mutmut.log", args.relink, None if args.fresh else ledger
+                    names,
+                    args.max_children,
+                    OUT / "mutmut.log",
+                    args.relink,
+                    None if args.fresh else ledger,
+                    again,
+                    triage,
                 )
         except KeyboardInterrupt:
             code = 130
@@ -369,11 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         elif code not in (0, 1):
             print(f"error: mutmut stopped with exit code {code}; see {OUT / 'mutmut.log'}", file=sys.stderr)
             return 2
-    try:
-        triage = load_triage()
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     found = results()
     if not found:
         print("error: no mutmut results under mutants/ (run with --run first)", file=sys.stderr)

@@ -202,8 +202,8 @@ def test_dockerfile_base_is_the_tag_and_the_digest_when_resolved():
 # scripts/container.sh where no engine is, and refresh-digest with a registry client
 
 
-def _script(repo: Path, *args: str, path_dirs: list[Path]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PATH=":".join([str(p) for p in path_dirs] + ["/usr/bin", "/bin"]))
+def _script(repo: Path, *args: str, path_dirs: list[Path], **extra: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PATH=":".join([str(p) for p in path_dirs] + ["/usr/bin", "/bin"]), **extra)
     return subprocess.run(
         ["bash", str(repo / "scripts" / "container.sh"), *args], env=env, capture_output=True, text=True, timeout=60
     )
@@ -221,9 +221,13 @@ def test_container_script_says_clearly_where_no_engine_is(tmp_path):
     repo = _repo_copy(tmp_path / "repo")
     bin_dir = tmp_path / "bin"
     _fake(bin_dir, "docker", 'echo "Cannot connect to the Docker daemon at unix:///var/run/docker.sock." >&2; exit 1')
-    docker = _script(repo, "docker", path_dirs=[bin_dir])
+    # DOCKER=docker: the client on PATH (the fake above), not /usr/bin/docker where CI installed the real one;
+    # this name once made the script's wrapper function call itself until bash gave up
+    docker = _script(repo, "docker", path_dirs=[bin_dir], DOCKER="docker")
     assert docker.returncode == 3
     assert "the docker client is here but no Docker engine answers" in docker.stderr
+    # docker info's own words, from that client
+    assert "(docker info: Cannot connect to the Docker daemon at unix:///var/run/docker.sock.)" in docker.stderr
     sif = _script(repo, "sif", path_dirs=[bin_dir])
     assert sif.returncode == 3 and "neither apptainer nor singularity is installed here" in sif.stderr
     usage = _script(repo, "push", path_dirs=[bin_dir])

@@ -37,6 +37,10 @@ def test_family_efficiency_and_speedups_by_hand():
     assert fam.loc[512, "efficiency_time_to_train"] == pytest.approx(18.0 / 64)  # 1800/100 out of 512/8
     assert fam.loc[64, "epochs_ratio"] == pytest.approx(40 / 35) and fam.loc[64, "batch_ratio"] == pytest.approx(8)
     assert fam.loc[512, "global_batch"] == 408 * 512
+    # a table asking for more scales than any family has: no rows, the same columns (what callers select by)
+    none = derive.scale_families(runs, min_scales=4)
+    assert none.empty and sorted(none.columns) == sorted(fam.reset_index().columns)
+    assert set(derive.FAMILY_COLUMNS) <= set(none.columns) and "submitter_family" not in none.columns
     summary = derive.family_summary(fam.reset_index()).iloc[0]
     assert (summary["scales"], summary["accelerators_min"], summary["accelerators_max"]) == (3, 8, 512)
     assert (summary["epochs_min"], summary["epochs_max"]) == (35, 60)
@@ -90,15 +94,66 @@ def test_efficiency_at_scale_frame():
          "data": "cifar10", "batch_per_worker": 64, "platform": "bsc", "run_id": "b"},
         {"experiment": "hacksa-2019", "model": "vgg19", "workers": 8, "throughput_total": 999.0, "device": "V100",
          "data": "cifar10", "batch_per_worker": 64, "platform": "elsewhere", "run_id": "c"},
+        {"experiment": "hacksa-2019", "model": "vgg19", "workers": 1, "throughput_total": 125.0, "device": "V100",
+         "data": "cifar10", "batch_per_worker": 64, "platform": "elsewhere", "run_id": "d"},
     ])  # fmt: skip
     frame = derive.efficiency_at_scale(runs, platforms=["bsc", "p", "q"])
     by = {(r.series, r.accelerators): r for r in frame.itertuples()}
     assert by[("MLPerf families, GPU", 64)].efficiency == pytest.approx(2500 / 3000)
     assert by[("HackSA 2019 (V100, Horovod), by speed", 4)].efficiency == pytest.approx(360 / 4 / 100)
     assert ("HackSA 2019 (V100, Horovod), by speed", 8) not in by  # another platform: not drawn
+    every = derive.efficiency_at_scale(runs)  # no platforms named: every platform's runs drawn
+    hacksa = every[every["series"] == "HackSA 2019 (V100, Horovod), by speed"].set_index("accelerators")
+    assert hacksa["efficiency"].to_dict() == pytest.approx({4: 360 / 4 / 100, 8: 999 / 8 / 125})
+    # the family has three scales: a figure asking for four draws no MLPerf line
+    assert not derive.efficiency_at_scale(runs, min_scales=4)["series"].str.startswith("MLPerf").any()
     assert by[("Horovod docs: stated at 512 GPUs", 512)].efficiency == 0.68
     claim = frame[frame["series"] == "claim"]
     assert list(claim["claim_workers"]) == [256] and claim["efficiency"].isna().all()  # a claim in words: no value
+
+
+def test_efficiency_at_scale_series_lines_and_kinds():
+    """Every series name and line by hand: GPU, TPU and other MLPerf families; TF 2017 and HackSA points by speed
+    (not their 1-GPU base); a stated efficiency; a claim in words (no value, an empty line)."""
+    tf = {"experiment": "tf-benchmarks-2017", "model": "resnet50", "device": "K80", "data": "synthetic",
+          "batch_per_worker": 64, "variable_update": "replicated", "platform": "aws"}  # fmt: skip
+    runs = pd.DataFrame([
+        run(n=8, thr=24000.0, ttt=1800.0), run(n=64, thr=160000.0, ttt=300.0), run(n=512, thr=1e6, ttt=100.0),
+        *(run("v0.6", "Google", "TPUv3", "TF 1.14", n=n, thr=100.0 * n, ttt=10.0) for n in (16, 32, 64)),
+        *(run("v1.0", "Graphcore", "IPU-M2000", "PopART", n=n, thr=90.0 * n, ttt=10.0) for n in (16, 32, 64)),
+        {**tf, "workers": 1, "throughput_total": 50.0, "run_id": "t1"},
+        {**tf, "workers": 2, "throughput_total": 95.0, "run_id": "t2"},
+        {**tf, "workers": 8, "throughput_total": 360.0, "run_id": "t8"},
+        {"experiment": "malik-2018", "model": "resnet50", "workers": 256, "platform": "q", "run_id": "m1"},
+        {"experiment": "malik-2018", "model": "alexnet", "workers": 256, "platform": "q", "run_id": "m2"},
+    ])  # fmt: skip
+    frame = derive.efficiency_at_scale(runs)
+    columns = ["accelerators", "efficiency", "series", "line", "experiment", "claim_workers", "run_id"]
+    assert list(frame.columns) == columns and list(frame.index) == list(range(len(frame)))  # one row per point
+    assert frame["efficiency"].dtype == np.float64  # the claim's missing value is NaN, not None
+    series = frame.groupby("series", sort=True)["accelerators"].apply(list).to_dict()
+    assert series == {
+        "MLPerf families, GPU": [8, 64, 512], "MLPerf families, TPU": [16, 32, 64],
+        "MLPerf families, other accelerators": [16, 32, 64],  # IPU: neither GPU nor TPU
+        "TF 2017 distributed (K80), by speed": [2, 8],  # its 1-GPU run is the base, not a point
+        "claim": [256],
+    }  # fmt: skip
+    tf_rows = frame[frame["series"] == "TF 2017 distributed (K80), by speed"].set_index("accelerators")
+    assert tf_rows["efficiency"].to_dict() == pytest.approx({2: 95 / 2 / 50, 8: 360 / 8 / 50})
+    # the line: the group's values joined (batch 64.0: a float column, as the runs table has it beside NaN)
+    assert set(tf_rows["line"]) == {"tf-benchmarks-2017 · resnet50 · K80 · synthetic · 64.0 · replicated · aws"}
+    assert set(tf_rows["run_id"]) == {"t2", "t8"} and set(tf_rows["experiment"]) == {"tf-benchmarks-2017"}
+    claim = frame[frame["series"] == "claim"].iloc[0]  # one line for the claim, at its largest GPU count
+    assert (claim["line"], claim["claim_workers"], claim["experiment"]) == ("", 256, "malik-2018")
+    assert np.isnan(claim["efficiency"])
+    # no efficiency_published column at all (no stated source chosen), on any index: no stated rows
+    some = runs.iloc[3:9].set_axis(range(100, 106))
+    assert set(derive.efficiency_at_scale(some)["series"]) == {"MLPerf families, TPU",
+                                                               "MLPerf families, other accelerators"}  # fmt: skip
+    assert list(derive.efficiency_at_scale(runs.iloc[:0]).columns) == columns
+    # a claim alone: every column, its value NaN
+    alone = derive.efficiency_at_scale(runs[runs["experiment"] == "malik-2018"])
+    assert list(alone.columns) == columns and alone["efficiency"].isna().all() and list(alone["accelerators"]) == [256]
 
 
 def test_corpus_families(published_store):

@@ -264,13 +264,22 @@ def test_reserved_experiments_are_refused(logs, capsys, monkeypatch):
             f"harness's): choose another name{NOTHING}",
         )  # fmt: skip
     assert sha256(logs / "store.db") == before
-    # by default the checkout's experiments/reference (relative: run from the checkout's root): a dataset's name
+    # by default experiments/reference (relative: run from the checkout's root): a dataset's name
     monkeypatch.chdir(REPO)
     code, _, err = run(capsys, str(logs / "ok.txt"), "--experiment", "malik-2018", "--platform", "p")
     assert (code, err) == (2, "error: experiment 'malik-2018' belongs to the study's own runs (a published dataset "
                               f"or the harness's): choose another name{NOTHING}")  # fmt: skip
     assert sha256(logs / "store.db") == before
     monkeypatch.chdir(logs)
+    # run from another folder: the experiments/reference of the checkout this package is in
+    code, _, err = run(capsys, "ok.txt", "--experiment", "hacksa-2019", "--platform", "p")
+    assert (code, err) == (2, "error: experiment 'hacksa-2019' belongs to the study's own runs (a published dataset "
+                              f"or the harness's): choose another name{NOTHING}")  # fmt: skip
+    # a folder with experiments/reference of its own (another checkout's root): that one, not the package's
+    (logs / "experiments" / "reference" / "ds9").mkdir(parents=True)
+    assert run(capsys, "ok.txt", "--experiment", "ds9", "--platform", "p")[0] == 2
+    code, out, err = run(capsys, "ok.txt", "--experiment", "hacksa-2019", "--platform", "p", "--dry-run")
+    assert (code, err) == (0, "")
     # any other name is free, with that reference dir or one that does not exist
     for where in (ref, logs / "no-such-dir"):
         code, out, err = run(capsys, "ok.txt", "--experiment", "Notes3", "--platform", "p", "--reference-dir",

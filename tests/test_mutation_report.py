@@ -237,3 +237,96 @@ def test_a_runs_entry_counts_the_ledger_after_the_merge(tmp_path, monkeypatch):
     mutation_report.keep(earlier, 90)
     (run,) = json.loads((tmp_path / "ledger.json").read_text())["runs"]
     assert (run["minutes"], run["mutants"], run["checked"], run["caught"]) == (1.5, 2, 2, 1)
+
+
+def test_again_in_a_new_checkout_tests_the_ledgers_survivors_again(tmp_path, monkeypatch):
+    # a new checkout has no mutants/ until the ledger is restored: what --again forgets must be forgotten after that
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)
+    monkeypatch.setattr(mutation_report, "LEDGER", tmp_path / "ledger.json")
+    name = "scalestudy.derive.x_f__mutmut_"
+    restored = {f"{name}{i}": c for i, c in enumerate([1, 0, 36, 33, 0], 1)}
+    monkeypatch.setattr(mutation_report, "tree_copy", lambda dest: None)
+    monkeypatch.setattr(mutation_report.ledgers, "restore", lambda ledger, repo: meta(repo, "scalestudy/derive.py",
+                                                                                      restored) or 4)  # fmt: skip
+    monkeypatch.setattr(mutation_report, "mirror", lambda: None)  # stops the run right after the set-up
+    triage = {f"{name}5": "equivalent: a reason"}  # a triaged survivor is not tested again (all its tests' time)
+    assert mutation_report.run_mutmut([], 2, tmp_path / "log", ledger={}, again=mutation_report.AGAIN,
+                                      triage=triage) == 2  # fmt: skip
+    codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{name}1": 1, f"{name}2": None, f"{name}3": None, f"{name}4": None, f"{name}5": 0}
+    mutation_report.run_mutmut([], 2, tmp_path / "log", ledger={})  # without --again: only "no tests" again
+    codes = json.loads((tmp_path / "mutants/src/scalestudy/derive.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{name}1": 1, f"{name}2": 0, f"{name}3": 36, f"{name}4": None, f"{name}5": 0}
+    seen = {}
+    monkeypatch.setattr(mutation_report, "run_mutmut", lambda *args: seen.update(again=args[5], triage=args[6]))
+    monkeypatch.setattr(mutation_report, "keep", lambda *args, **kw: None)
+    monkeypatch.setattr(mutation_report, "OUT", tmp_path / "out")
+    mutation_report.main(["--run", "--again", "--report", str(tmp_path / "report.md")])
+    assert seen["again"] == mutation_report.AGAIN and seen["triage"] == mutation_report.load_triage()
+
+
+def test_a_stopped_run_lets_mutmut_stop_and_write_its_results(tmp_path):
+    # SIGTERM (or Ctrl-C) to this script: mutmut gets SIGINT and time to stop its workers and save; a SIGINT it lost
+    # is sent again; past the grace, mutmut's whole session (its workers too) is killed
+    import os
+    import signal
+    import sys
+    import threading
+
+    ready, saved = tmp_path / "ready", tmp_path / "saved"
+
+    def stop_when_ready(stop=signal.SIGTERM) -> None:  # once "mutmut" has set up its signals
+        ready.unlink(missing_ok=True)
+
+        def stop_it():
+            while not ready.exists():
+                threading.Event().wait(0.02)
+            os.kill(os.getpid(), stop)
+
+        threading.Thread(target=stop_it, daemon=True).start()
+
+    # the first SIGINT lost (as in mutmut's set-up), the second stops it: it saves and exits
+    script = (
+        "import pathlib, signal, sys, time\n"
+        "seen = []\n"
+        "def stop(*_):\n"
+        "    seen.append(1)\n"
+        f"    if len(seen) == 2: time.sleep(0.1); pathlib.Path({str(saved)!r}).write_text('results'); sys.exit(3)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        f"pathlib.Path({str(ready)!r}).write_text('')\n"
+        "while True: time.sleep(0.01)\n"
+    )
+    before, sigint = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    stop_when_ready()
+    with pytest.raises(KeyboardInterrupt):
+        mutation_report.run_stoppable([sys.executable, "-c", script], grace=0.5)
+    assert saved.read_text() == "results"
+    assert signal.getsignal(signal.SIGTERM) is before and signal.getsignal(signal.SIGINT) is sigint
+    # deaf to SIGINT: killed after two graces, with the worker it forked. This script started with SIGINT ignored (in
+    # the background of a shell without job control): SIGINT stops it all the same, and mutmut starts hearing SIGINT
+    worker, heard = tmp_path / "worker", tmp_path / "heard"
+    script = (
+        "import os, pathlib, signal, subprocess, sys, time\n"
+        f"pathlib.Path({str(heard)!r}).write_text(str(signal.getsignal(signal.SIGINT) is signal.default_int_handler))\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"pathlib.Path({str(worker)!r}).write_text(str(child.pid))\n"
+        f"pathlib.Path({str(ready)!r}).write_text('')\n"
+        "time.sleep(60)\n"
+    )
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        stop_when_ready(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            mutation_report.run_stoppable([sys.executable, "-c", script], grace=0.2)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # as it was
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    assert heard.read_text() == "True"
+    pid = int(worker.read_text())
+    for _ in range(100):  # the worker, an orphan now, is reaped by init once killed
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        threading.Event().wait(0.02)
+    else:
+        raise AssertionError(f"mutmut's worker {pid} still runs")

@@ -59,3 +59,19 @@ def test_unknown_interconnect_names_the_family():
     cfg = {"held_out_from": 512, "families": {"a100": {"match": "NVSWITCH"}}}
     with pytest.raises(ValueError, match="family 'f': its interconnect 'a mystery link' matches no"):
         check_families(fam, cfg)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu"),
+    [("NVIDIA A100-SXM4-80GB", "A100"), ("nvidia h100-sxm5-80gb", "H100"), ("Tesla V100-SXM2-16GB", "V100"),
+     ("NVIDIA HGX H100 80GB", "H100"),  # HGX starts with h, but is no GPU's name: a letter and digits only
+     ("NVIDIA A2", "A2"),  # one digit
+     ("NVIDIA L40S", "NVIDIA L40S")],  # no A/H/V name: the model as stated
+)  # fmt: skip
+def test_family_label_names_the_gpu_and_the_counts_fitted_apart(model, gpu):
+    from scalestudy.scaling.mlperf_check import family_label
+
+    part = pd.DataFrame({"round": "v3.0", "submitter": "NVIDIA", "accelerator_model": [model, "other text"],
+                         "accelerators": [8, 1024]})  # fmt: skip
+    assert family_label(part, fitted=1) == f"v3.0 NVIDIA {gpu}: 8 | 1,024"  # the first system names the family
+    assert family_label(part, fitted=0) == f"v3.0 NVIDIA {gpu}: 8, 1,024"

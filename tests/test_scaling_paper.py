@@ -184,3 +184,66 @@ def test_figure12_one_fit_by_hand(published_figures):
     bound = [p for p in points if p["y"] == "inter_max_GBps"]  # the hardware's bounds, drawn as lines
     assert sorted(p["value"] for p in bound) == [200, 400]
     assert max(p["value"] for p in points if p["y"] == "inter_GBps") < 200
+
+
+def test_figure7_quotes_malik_once_per_panel_at_its_gpu_count(figure7):
+    # seed 004's claim is in words (experiments/reference/malik-2018/claims.csv: three models, one sentence): one
+    # text per panel, by its label, at its 256 GPUs, with no value
+    spec, table, _ = figure7
+    quoted = table[table["kind"] == "claim_text"]
+    claim = "almost linear throughput (images/sec) scalability up to 256 GPUs"
+    assert quoted["panel"].tolist() == [p["title"] for p in spec["derive"]["panels"]]
+    assert set(quoted["series"]) == {"Malik et al. 2018"} and set(quoted["workers"]) == {256}
+    assert set(quoted["text"]) == {f"Malik et al. 2018: “{claim}”"} and quoted["efficiency"].isna().all()
+    assert (table.loc[table["kind"] != "claim_text", "text"] == "").all() and not quoted["held_out"].any()
+
+
+def test_a_claim_text_without_a_label_is_named_by_its_key(figure7):
+    from scalestudy.scaling.report import figure_rows
+
+    spec, _, chosen = figure7
+    scaling = {**spec["derive"]["scaling"], "claims": {**spec["derive"]["scaling"]["claims"]}}
+    scaling["claims"]["malik-2018"] = {k: v for k, v in scaling["claims"]["malik-2018"].items() if k != "label"}
+    panels = [{"title": "nothing"}, {"title": "words only", "claim_texts": ["malik-2018"]}]  # a panel may have none
+    table = figure_rows(chosen, scaling=scaling, panels=panels)
+    assert table[["panel", "kind", "series", "workers"]].values.tolist() == [["words only", "claim_text",
+                                                                             "malik-2018", 256]]  # fmt: skip
+    assert table["text"].item().startswith("malik-2018: “almost linear")
+
+
+@pytest.fixture(scope="module")
+def mlperf_runs(published_store):
+    runs = load_runs(published_store)
+    return runs[runs["experiment"] == "mlperf-training-resnet"]
+
+
+def test_figure12_rows_name_the_runs_they_come_from(mlperf_runs):
+    from scalestudy.scaling.report import tradeoff_rows
+
+    mlperf = OmegaConf.to_container(compose("paper", ["figure=figure-12"]).figure, resolve=True)["derive"]["mlperf"]
+    rows = tradeoff_rows(mlperf_runs, mlperf=mlperf)  # the defaults: 11 overlaps, families of 3 scales or more
+    h100 = rows[rows["family"] == "v3.0 NVIDIA H100: 8, 64 | 512, 768"]
+    assert h100["overlap"].tolist() == pytest.approx([i / 10 for i in range(11)])
+    v30 = mlperf_runs[(mlperf_runs["round"] == "v3.0") & (mlperf_runs["submitter"] == "NVIDIA")
+                      & mlperf_runs["accelerator_model"].str.contains("H100")]  # fmt: skip
+
+    def run_at(n):  # the family's system at n GPUs (one per count here)
+        return v30.loc[v30["workers"].astype(int) == n, "run_id"].item()
+
+    assert set(h100["largest"]) == {768} and set(h100["run_id"]) == {run_at(768)}
+    assert set(h100["base_run_id"]) == {run_at(8)} and set(h100["fit_run_id"]) == {run_at(64)}
+    assert set(h100["measured_mark"]) == {True}
+    # three scales or more: five families; four or more: not v0.7's (8, 16, 768) nor v4.0's (8, 64, 2,528)
+    three = ["v0.7 NVIDIA A100: 8, 16 | 768", "v4.0 NVIDIA H100: 8, 64 | 2,528"]
+    four = ["v1.1 NVIDIA A100: 8, 64 | 1,024, 4,320", "v2.0 NVIDIA A100: 8, 64 | 1,024, 4,216",
+            "v3.0 NVIDIA H100: 8, 64 | 512, 768"]  # fmt: skip
+    assert sorted(set(rows["family"])) == sorted(three + four)
+    fewer = tradeoff_rows(mlperf_runs, mlperf=mlperf, overlaps=3, min_scales=4)
+    assert sorted(set(fewer["family"])) == four
+    assert set(fewer["overlap"]) == {0.0, 0.5, 1.0}
+    # no family of that many scales, or none reaching held_out_from: said, naming the config
+    for many, held in ((50, 512), (3, 100_000)):
+        with pytest.raises(
+            ValueError, match=r"^no MLPerf GPU family the model can be tested on \(conf/scaling/mlperf.yaml\)$"
+        ):
+            tradeoff_rows(mlperf_runs, mlperf={**mlperf, "held_out_from": held}, min_scales=many)

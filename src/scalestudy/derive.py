@@ -243,6 +243,12 @@ def _fold(text: object) -> str:
     return folded.split("-")[0] if folded.startswith("tpuv") else folded
 
 
+BASE_COLUMNS = ["accelerators", "per_accelerator", "throughput_total", "time_total_s", "epochs", "global_batch"]
+FAMILY_COLUMNS = ["family", "accelerator_kind", "per_accelerator", *(f"base_{c}" for c in BASE_COLUMNS), "scale",
+                  "efficiency_throughput", "speedup_throughput", "speedup_time_to_train", "efficiency_time_to_train",
+                  "epochs_ratio", "batch_ratio"]  # what scale_families adds to the runs' columns  # fmt: skip
+
+
 def scale_families(runs: pd.DataFrame, *, min_scales: int = 3) -> pd.DataFrame:
     """The runs of MLPerf scale families, one per (family, accelerator count): where a family has several systems
     at one count, the one with the highest training throughput (`systems_at_scale` counts them). Columns added:
@@ -270,15 +276,15 @@ def scale_families(runs: pd.DataFrame, *, min_scales: int = 3) -> pd.DataFrame:
     table = table.drop_duplicates([*keys, "accelerators"], keep="first")
     scales = table.groupby(keys)["accelerators"].transform("nunique")
     table = table[scales >= min_scales].copy()
-    if table.empty:
-        return table.assign(family=pd.Series(dtype=str))
+    if table.empty:  # no family: no rows, and the columns of one (callers select by them)
+        return table.reindex(columns=[*table.columns.drop("submitter_family"), *FAMILY_COLUMNS])
     named = ["round", "submitter", "accelerator_family", "framework_stated"]
     table["family"] = table[named].astype(str).agg(" · ".join, axis=1)
     table["family"] = table.groupby(keys)["family"].transform("first")  # one name per family
     table["accelerator_kind"] = table["accelerator_model"].map(accelerator_kind)
     table["per_accelerator"] = table["throughput_total"] / table["accelerators"]
     base = table.sort_values("accelerators").groupby(keys).first()
-    base = base[["accelerators", "per_accelerator", "throughput_total", "time_total_s", "epochs", "global_batch"]]
+    base = base[BASE_COLUMNS]
     table = table.join(base.add_prefix("base_"), on=keys)
     table["scale"] = table["accelerators"] / table["base_accelerators"]
     table["efficiency_throughput"] = table["per_accelerator"] / table["base_per_accelerator"]
@@ -330,9 +336,8 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
     parts = []
     if platforms is not None:
         runs = runs[(runs["experiment"] == "mlperf-training-resnet") | runs["platform"].isin(list(platforms))]
-    mlperf = runs[runs["experiment"] == "mlperf-training-resnet"] if "experiment" in runs else runs.iloc[:0]
-    if len(mlperf):
-        fam = scale_families(mlperf, min_scales=min_scales)
+    fam = scale_families(runs[runs["experiment"] == "mlperf-training-resnet"], min_scales=min_scales)
+    if len(fam):
         kind = fam["accelerator_kind"].map(lambda k: k if k in ("GPU", "TPU") else "other accelerators")
         parts.append(fam.assign(efficiency=fam["efficiency_throughput"],
                                 series="MLPerf families, " + kind, line=fam["family"]))  # fmt: skip
@@ -346,7 +351,7 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
         line = scaled[cols].astype(str).agg(" · ".join, axis=1)
         parts.append(scaled.assign(efficiency=scaled["efficiency_speed"], series=scaled["experiment"].map(names),
                                    line=line))  # fmt: skip
-    stated = runs[runs.get("efficiency_published", pd.Series(np.nan, index=runs.index)).notna()]
+    stated = runs[runs["efficiency_published"].notna()] if "efficiency_published" in runs else runs.iloc[:0]
     if len(stated):
         parts.append(stated.assign(efficiency=stated["efficiency_published"], line=stated["model"],
                                    series="Horovod docs: stated at " + stated["workers"].astype(int).astype(str)
@@ -356,11 +361,9 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
         parts.append(words.iloc[:1].assign(claim_workers=words["workers"].max(), efficiency=np.nan,
                                            series="claim", line=""))  # fmt: skip
     keep = ["accelerators", "efficiency", "series", "line", "experiment", "claim_workers", "run_id"]
-    # MLPerf rows count accelerators (scale_families); the others' GPUs are their `workers`
-    parts = [p if p["experiment"].eq("mlperf-training-resnet").all() else p.assign(accelerators=p["workers"])
-             for p in parts]  # fmt: skip
-    out = pd.concat([p[[c for c in keep if c in p.columns]] for p in parts], ignore_index=True) if parts else None
-    return out if out is not None else pd.DataFrame(columns=keep)
+    # every source's GPU count is its `workers` (scale_families' `accelerators` too, as a number)
+    parts = [p.assign(accelerators=pd.to_numeric(p["workers"])).reindex(columns=keep) for p in parts]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=keep)
 
 
 # --------------------------------------------------------------------------------------------

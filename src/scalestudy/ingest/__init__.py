@@ -17,7 +17,14 @@ import yaml
 
 from ..schema import DESCRIPTION_TAG, NUMERIC_PARAMS, RunRecord, SchemaError, canonical_model
 
-REFERENCE_DIR = Path("experiments") / "reference"
+REFERENCE_DIR = Path("experiments") / "reference"  # in the checkout, as run descriptions name it
+
+
+def reference_dir() -> Path:
+    """The reference datasets: experiments/reference under the working folder (a checkout's root, as the Makefile
+    runs), else in the checkout this package is in (a command run from another folder)."""
+    here = Path.cwd() / REFERENCE_DIR
+    return REFERENCE_DIR if here.is_dir() else Path(__file__).resolve().parents[3] / REFERENCE_DIR
 
 
 def read_text(path: Path) -> str:

@@ -16,7 +16,7 @@ from .. import cli
 from ..config import CONF_DIR, experiment_users
 from ..schema import SchemaError
 from ..store import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
-from . import REFERENCE_DIR, experiment_description, read_source, registry
+from . import REFERENCE_DIR, experiment_description, read_source, reference_dir, registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
     ap.add_argument("datasets", nargs="*", metavar="DATASET",
                     help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
-    ap.add_argument("--reference-dir", type=Path, default=REFERENCE_DIR)
+    ap.add_argument("--reference-dir", type=Path, default=reference_dir())
     ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
                     help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
     ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")

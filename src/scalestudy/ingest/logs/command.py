@@ -17,7 +17,7 @@ from pathlib import Path
 from ... import cli
 from ...schema import RunRecord, SchemaError
 from ...store import StoreError, SyncPlan, check_records, describe_experiments, run_tag_values, sync_runs, tracking_uri
-from .. import REFERENCE_DIR, read_source
+from .. import read_source, reference_dir
 from . import FORMAT_NAMES, WARNING_TAG, LogImport, LogOptions, scan_logs, user_source
 
 IMPORTED_BY = "imported_by"
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, help="number of GPUs, where the log does not say it (MLPerf, DLLogger)")
     ap.add_argument("--citation", help="where the logs come from (default: the experiment's name)")
     ap.add_argument("--url", default="", help="where the logs can be found")
-    ap.add_argument("--reference-dir", type=Path, default=REFERENCE_DIR, help=argparse.SUPPRESS)
+    ap.add_argument("--reference-dir", type=Path, default=reference_dir(), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if _reserved(args.experiment, args.reference_dir):
         print(f"error: experiment {args.experiment!r} belongs to the study's own runs (a published dataset or the "
