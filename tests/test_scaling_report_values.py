@@ -84,3 +84,107 @@ def test_claims_table_every_field(monkeypatch):
         ("v0.6 NVIDIA V100: 16, 256, 512", pytest.approx(0.8)),
         ("v1.0 Dell A100: 128, 512", pytest.approx(0.5)),
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# Table 4's data and every number the text quotes (scaling_table), the fits replaced by values written out
+
+SCALING = {
+    "networks": {"ib": {"label": "InfiniBand 100 Gbit/s", "short": "IB"}, "eth": {"label": "25 Gbit/s Ethernet"}},
+    "what_ifs": ["eth", "ib"],
+    "fp16_what_if": "eth",
+    "prediction_fit": "tf-benchmarks-2017",
+    "held_out_error": {"ranges": [{"above": 8}, {"above": 64}]},
+}
+CHECKS = [
+    {"dataset": "tf-benchmarks-2017", "fit_points": 12, "mean_abs_error": 0.031, "max_abs_error": 0.052,
+     "residual_rms": 0.014,
+     "parameters": {"overlap": {"value": 0.61, "low": 0.52, "high": 0.7},
+                    "latency": {"value": 2e-5, "low": 1e-5, "high": 4e-5}},
+     "held_out": [{"model": "vgg16", "batch_per_worker": 64, "workers": 32, "observed": 0.71, "predicted": 0.75,
+                   "error": 0.04}]},
+    {"dataset": "hacksa-2019", "fit_points": 3, "mean_abs_error": None, "max_abs_error": None, "residual_rms": 0.002,
+     "parameters": {}, "held_out": []},
+]  # fmt: skip
+TABLE_CLAIMS = [
+    {"claim": "horovod-vgg", "model": "vgg16", "device": "P100", "compute_s": 0.2504, "allreduce_s": 0.0996,
+     "nbytes": 553_432_081.0,
+     "predicted": {"efficiency": 0.66, "low": 0.55, "high": 0.71, "bootstrap_low": 0.6, "bootstrap_high": 0.7},
+     "fp16": {"efficiency": 0.8}, "what_ifs": {"eth": {"efficiency": 0.5}, "ib": {"efficiency": 0.9}},
+     "overlap_needed": 0.95},
+    {"claim": "horovod-inception", "model": "inception3", "device": "P100", "compute_s": 0.1, "allreduce_s": 0.02,
+     "nbytes": 95e6,
+     "predicted": {"efficiency": 0.88, "low": 0.8, "high": 0.92, "bootstrap_low": 0.85, "bootstrap_high": 0.9},
+     "fp16": {"efficiency": 0.93}, "what_ifs": {"eth": {"efficiency": 0.87}, "ib": {"efficiency": 0.97}}},
+    {"claim": "malik", "model": "resnet50", "device": "V100"},  # nothing predicted: no number
+]  # fmt: skip
+
+
+def test_scaling_table_every_number_the_text_quotes(monkeypatch):
+    from scalestudy.scaling.held_out import HeldOutError
+
+    errors = {"tf-benchmarks-2017": HeldOutError("tf-benchmarks-2017", 0.04, 0.01, 1, 32, 32),
+              "a-first": HeldOutError("a-first", 0.0, 0.07, 2, 8, 16)}  # fmt: skip
+    calls = []
+    runs = pd.DataFrame({"run_id": ["r1"]})
+    monkeypatch.setattr(report, "validation", lambda r, s: calls.append(("validation", r, s)) or CHECKS)
+    monkeypatch.setattr(report, "held_out_errors", lambda r, s, c: calls.append(("errors", r, s, c)) or errors)
+    monkeypatch.setattr(
+        report, "claim_predictions", lambda r, s, errors: calls.append(("claims", errors)) or TABLE_CLAIMS
+    )
+    # margins(first GPU count above the range's bound, errors, rule): a value that says which count it was given
+    monkeypatch.setattr(report, "margins", lambda n, e, rule: (n / 1000, -n / 100) if e is errors and rule is
+                        SCALING["held_out_error"] else None)  # fmt: skip
+    table = report.scaling_table(runs, scaling=SCALING)
+    assert calls == [("validation", runs, SCALING), ("errors", runs, SCALING, CHECKS), ("claims", errors)]
+    assert table["validation"] is CHECKS and table["claims"] is TABLE_CLAIMS
+    assert table["networks"] == [{"key": "eth", "label": "25 Gbit/s Ethernet", "short": "eth"},
+                                 {"key": "ib", "label": "InfiniBand 100 Gbit/s", "short": "IB"}]  # fmt: skip
+    assert table["fp16_network"] == "eth" and table["prediction_fit"] == "tf-benchmarks-2017"
+    assert table["rule"] is SCALING["held_out_error"]
+    assert table["held_out_error"] == {
+        "a-first": {"test": "a-first", "optimistic": 0.0, "pessimistic": 0.07, "points": 2, "gpus_min": 8,
+                    "gpus_max": 16},
+        "tf-benchmarks-2017": {"test": "tf-benchmarks-2017", "optimistic": 0.04, "pessimistic": 0.01, "points": 1,
+                               "gpus_min": 32, "gpus_max": 32}}  # fmt: skip
+    assert list(table["held_out_error"]) == ["a-first", "tf-benchmarks-2017"]
+    p = "percent1"
+    tf, vgg, inc = "tf-benchmarks-2017", "horovod-vgg-vgg16-P100", "horovod-inception-inception3-P100"
+    expected = [
+        ("a-first-optimistic", 0.0, p), ("a-first-pessimistic", 0.07, p),  # errors sorted by test
+        (f"{tf}-optimistic", 0.04, p), (f"{tf}-pessimistic", 0.01, p),
+        ("margin-above-8-down", 0.009, p), ("margin-above-8-up", -0.09, p),  # from 9 GPUs
+        ("margin-above-64-down", 0.065, p), ("margin-above-64-up", -0.65, p),  # from 65
+        (f"{tf}-points", 1.0, "integer"), (f"{tf}-fit-points", 12.0, "integer"),
+        (f"{tf}-mae", 0.031, p), (f"{tf}-max", 0.052, p), (f"{tf}-rms", 0.014, p),
+        (f"{tf}-overlap-value", 0.61, "percent0"), (f"{tf}-overlap-low", 0.52, "percent0"),
+        (f"{tf}-overlap-high", 0.7, "percent0"),
+        (f"{tf}-latency-value", 2e-5, "figs3"), (f"{tf}-latency-low", 1e-5, "figs3"),
+        (f"{tf}-latency-high", 4e-5, "figs3"),
+        (f"{tf}-vgg16-b64-32-observed", 0.71, p), (f"{tf}-vgg16-b64-32-predicted", 0.75, p),
+        (f"{tf}-vgg16-b64-32-error", 0.04, p),
+        ("hacksa-2019-points", 0.0, "integer"), ("hacksa-2019-fit-points", 3.0, "integer"),
+        ("hacksa-2019-rms", 0.002, p),  # nothing held out: no mean or largest error
+        (f"{vgg}-predicted", 0.66, p), (f"{vgg}-low", 0.55, p), (f"{vgg}-high", 0.71, p),
+        (f"{vgg}-bootstrap-low", 0.6, p), (f"{vgg}-bootstrap-high", 0.7, p), (f"{vgg}-fp16", 0.8, p),
+        (f"{vgg}-compute-ms", 250.4, "fixed0"), (f"{vgg}-allreduce-ms", 99.6, "fixed0"),
+        (f"{vgg}-gradient-mb", 553.432081, "fixed0"), (f"{vgg}-eth", 0.5, p), (f"{vgg}-ib", 0.9, p),
+        (f"{vgg}-overlap-needed", 0.95, "percent0"),
+        (f"{inc}-predicted", 0.88, p), (f"{inc}-low", 0.8, p), (f"{inc}-high", 0.92, p),
+        (f"{inc}-bootstrap-low", 0.85, p), (f"{inc}-bootstrap-high", 0.9, p), (f"{inc}-fp16", 0.93, p),
+        (f"{inc}-compute-ms", 100.0, "fixed0"), (f"{inc}-allreduce-ms", 20.0, "fixed0"),
+        (f"{inc}-gradient-mb", 95.0, "fixed0"), (f"{inc}-eth", 0.87, p), (f"{inc}-ib", 0.97, p),
+    ]  # fmt: skip
+    got = [(n["key"], n["value"], n["format"]) for n in table["numbers"]]
+    assert [g[0] for g in got] == [e[0] for e in expected]
+    for (key, value, fmt), (_, want, want_fmt) in zip(got, expected):
+        assert type(value) is float and value == pytest.approx(want, rel=1e-12, abs=0), key
+        assert fmt == want_fmt, key
+    assert set(table) == {"validation", "claims", "networks", "fp16_network", "prediction_fit", "held_out_error",
+                          "rule", "numbers"}  # fmt: skip
+    # a number without a value stays None (the template writes a dash), not 0 or NaN
+    checks = [{**CHECKS[1], "residual_rms": None}]
+    monkeypatch.setattr(report, "validation", lambda r, s: checks)
+    monkeypatch.setattr(report, "claim_predictions", lambda r, s, errors: [])
+    none = {n["key"]: n["value"] for n in report.scaling_table(runs, scaling=SCALING)["numbers"]}
+    assert none["hacksa-2019-rms"] is None

@@ -1,0 +1,115 @@
+"""`python -m scalestudy.scaling predict` (scaling.command_line.predict_command) in the test's own process: every
+line it prints, against values worked out here. The fit, the held-out errors and the prediction are replaced by
+values written out (tests/test_scaling*.py test those); the allreduce times are the cost model's, on links set
+by overrides to round numbers; the gradient size is the committed table's (scaling/gradient_sizes.csv)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from scalestudy.scaling import command_line, study
+from scalestudy.scaling.command_line import SETTINGS_FILE, predict_command
+
+LABELS = {k: v["label"] for k, v in yaml.safe_load(SETTINGS_FILE.read_text())["networks"].items()}
+LINKS = ["networks.pcie3.gbit_s=80", "networks.pcie3.latency_us=100",  # 10 GB/s, 0.1 ms a message
+         "networks.ethernet-25g.gbit_s=8", "networks.ethernet-25g.latency_us=1000"]  # 1 GB/s, 1 ms  # fmt: skip
+RESNET50_KERAS_1000 = 25_583_592  # gradient_sizes.csv: resnet50,keras,1000 trainable parameters
+
+
+@pytest.fixture
+def fakes(monkeypatch):
+    calls = {"predict": [], "widened": []}
+    runs, errors = object(), object()
+    fitted = SimpleNamespace(values=np.array([0.1, 0.2, 0.754]))
+    monkeypatch.setattr(command_line, "_runs", lambda: runs)
+
+    def fit_dataset(r, settings, name):
+        assert r is runs and name == settings["prediction_fit"] == "hacksa-2019"
+        return fitted, None, None
+
+    def held_out_errors(r, settings):
+        assert r is runs
+        return errors
+
+    def compute_time(r, settings, device, model, batch):
+        calls["compute_time"] = (r is runs, device, model, batch)
+        return 0.25, "P100's published run"
+
+    def predict(f, settings, **kw):
+        assert f is fitted
+        calls["predict"].append(kw)
+        n = kw["workers"]
+        return {"efficiency": 1 - n / 100, "bootstrap_low": 0.5 + n / 1000, "bootstrap_high": 0.9 + n / 1000}
+
+    def widened(e, n, settings, errs):
+        assert errs is errors
+        calls["widened"].append(n)
+        return {**e, "low": e["efficiency"] - 0.05, "high": e["efficiency"] + 0.01}
+
+    for name, fake in [("fit_dataset", fit_dataset), ("held_out_errors", held_out_errors),
+                       ("compute_time", compute_time), ("predict", predict), ("widened", widened)]:  # fmt: skip
+        monkeypatch.setattr(study, name, fake)
+    return calls
+
+
+def test_predict_prints_every_number_by_hand(fakes, capsys):
+    code = predict_command(["model=resnet50", "workers=6", "batch_per_worker=50", "gpus_per_node=4",
+                            "throughput_1gpu=250", "fp16=true", *LINKS])  # fmt: skip
+    out = capsys.readouterr()
+    assert code == 0 and out.err == ""
+    # fp16 halves the 4-byte gradients: 25,583,592 x 2 bytes = 51.167184 MB; one GPU: 50 images / 250 per s = 0.2 s
+    # inside a node (4 GPUs, 10 GB/s, 0.1 ms): 2 * 3/4 * 51.167184e6 / 1e10 + 2 * 3 * 1e-4 = 8.2750776 ms
+    # between the 2 nodes (1 GB/s, 1 ms): 2 * 1/2 * 51.167184e6 / 1e9 + 2 * 1 * 1e-3 = 53.167184 ms; sum 61.4422616
+    assert out.out.splitlines()[:4] == [
+        f"resnet50 on 6 P100 GPUs (4 per node, 2 nodes), batch 50 per GPU, {LABELS['pcie3']} inside and "
+        f"{LABELS['ethernet-25g']} between nodes (line rate), fp16 compression",
+        "  one GPU: 200.0 ms per step (given); gradients 51.2 MB per step",
+        "  allreduce: 8.3 ms inside a node + 53.2 ms between nodes = 61.4 ms",
+        "  overlap fitted on hacksa-2019: 0.75",
+    ]
+    assert "interval: the bootstrap's 95 % band widened by the model's held-out error" in out.out
+    rows = out.out.splitlines()[-5:]
+    assert rows[0].split() == ["GPUs", "efficiency", "interval", "bootstrap", "images/s"]
+    # 1, 2, 4 (the powers of two up to 6) and 6 itself; images/s = n x 50 / 0.2 x efficiency
+    assert [r.split() for r in rows[1:]] == [
+        ["1", "0.990", "0.940..1.000", "0.501..0.901", "248"],
+        ["2", "0.980", "0.930..0.990", "0.502..0.902", "490"],
+        ["4", "0.960", "0.910..0.970", "0.504..0.904", "960"],
+        ["6", "0.940", "0.890..0.950", "0.506..0.906", "1410"],
+    ]
+    assert fakes["widened"] == [1, 2, 4, 6]
+    assert fakes["predict"][3] == {"workers": 6, "compute_s": 0.2, "nbytes": RESNET50_KERAS_1000 * 2.0,
+                                   "gpus_per_node": 4, "intra": "pcie3", "network": "ethernet-25g"}  # fmt: skip
+    assert "compute_time" not in fakes  # a throughput given: no published run asked
+
+
+def test_predict_from_the_devices_run_and_fp32(fakes, capsys):
+    assert predict_command(["workers=3", "model=vgg16", "batch_per_worker=32", "gpus_per_node=8", "device=K80",
+                            *LINKS]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    assert fakes["compute_time"] == (True, "K80", "vgg16", 32)
+    assert out[0].startswith("vgg16 on 3 K80 GPUs (3 per node, 1 nodes), batch 32 per GPU,")
+    assert out[0].endswith("between nodes (line rate)")  # no fp16
+    gradient_mb = 4 * 138_357_544 / 1e6  # gradient_sizes.csv: vgg16,keras,1000; 4 bytes each
+    assert out[1] == f"  one GPU: 250.0 ms per step (P100's published run); gradients {gradient_mb:.1f} MB per step"
+    # one node of 3 GPUs: 2 * 2/3 * nbytes / 1e10 + 4 * 1e-4; one node: nothing between
+    inside = 1e3 * (4 / 3 * 4 * 138_357_544 / 1e10 + 4e-4)
+    assert out[2] == f"  allreduce: {inside:.1f} ms inside a node + 0.0 ms between nodes = {inside:.1f} ms"
+    assert [r.split()[0] for r in out[-3:]] == ["1", "2", "3"]
+    assert [c["nbytes"] for c in fakes["predict"]] == [4.0 * 138_357_544] * 3
+
+
+def test_predict_errors_and_help(fakes, capsys):
+    assert predict_command(["modle=vgg16"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: unknown key 'modle' (known: model, workers,") and err.endswith("\n")
+    assert predict_command(["model=googlenet"]) == 2
+    assert capsys.readouterr().err.startswith("error: no gradient size for model=googlenet with 1000 classes")
+    assert predict_command(["network=token-ring"]) == 2
+    assert capsys.readouterr().err.startswith("error: network=token-ring: choose one of ")
+    assert predict_command(["help", "workers=3"]) == 0
+    assert capsys.readouterr().out == command_line.__doc__ + "\n"
