@@ -159,8 +159,13 @@ def test_measured_runs_get_a_title_and_note_true_of_them():
     said = "Measured runs (2): device cpu; data synthetic-75; images per rank and step 8, 16; platform vm."
     assert measured["caption"] == said and "V100" not in measured["caption"]
     both = for_source(spec, runs, "all")
-    assert both["title"].endswith("published and measured runs")
+    assert both["title"] == f"{spec['measured_title']}: published and measured runs"
     assert both["caption"] == f"Published: {spec['caption']} {said}"
+    # a figure without a measured title or a caption: its title, and nothing published to say
+    bare = {k: v for k, v in spec.items() if k not in ("measured_title", "caption")}
+    assert for_source(bare, runs, "measured")["title"] == spec["title"]
+    assert for_source(bare, runs, "all") == {**bare, "title": f"{spec['title']}: published and measured runs",
+                                             "caption": f"Published:  {said}"}  # fmt: skip
 
 
 def yaml_figure(name: str) -> dict:

@@ -310,3 +310,51 @@ def test_metrics_only_above_zero(corpus):
     del reading["values"]["train_window_epochs"]
     rec = record_of(corpus, SIAT, reading=reading)
     assert "throughput_total" not in rec.metrics and rec.metrics["time_train_s"] == pytest.approx(119.809, abs=SECONDS)
+
+
+def test_logs_absent_from_the_mirror_fetched_by_hand_are_runs(tmp_path, monkeypatch, capsys):
+    """read() on a copy of the dataset's source.yaml cut to one result (SIAT's log) and four of the seven logs the
+    mirror lacks: two placed in the cache by hand (standing in for their content, real logs of the corpus: v0.5
+    NVIDIA's, and SIAT's again, which is then a copy of the result's run), two not there (named on stderr)."""
+    import hashlib
+
+    import yaml
+
+    files = raw_files_of("mlperf-training-resnet", *FILES)  # before the cache below: the stand-ins' bytes
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(cache))
+    source = yaml.safe_load((FOLDER / "source.yaml").read_text())
+    result = next(r for r in source["results"] if r["log"] == SIAT)
+    absent = source["absent_logs"][:4]
+    wanted = {SIAT, SIAT_SYSTEM, absent[0]["system_file"], absent[1]["system_file"]}
+    source.update(results=[result], absent_logs=absent,
+                  raw_files=[r for r in source["raw_files"] if r["path"] in wanted])  # fmt: skip
+    folder = tmp_path / "mlperf-training-resnet"
+    folder.mkdir()
+    contents = {}
+    for entry, stand_in in zip(absent[:2], (V05_NVIDIA, SIAT)):
+        data = files[stand_in].read_bytes()
+        place = cache / "mlperf-training-resnet" / entry["log"]
+        place.parent.mkdir(parents=True, exist_ok=True)
+        place.write_bytes(data)
+        entry["git_blob_sha1"] = mt.git_blob_sha1(data)
+        contents[entry["log"]] = data
+    (folder / "source.yaml").write_text(yaml.safe_dump(source))  # with the stand-ins' git blob ids
+
+    runs = {rec.key: rec for rec in mt.read(folder)}  # progress shown: the default
+    err = capsys.readouterr().err
+    assert sorted(runs) == sorted([SIAT, absent[0]["log"]])
+    siat, fetched = runs[SIAT], runs[absent[0]["log"]]
+    assert siat.tags["copies"] == absent[1]["log"]  # the same bytes under the absent log's path: one run
+    assert fetched.tags["copies"] == "none"
+    assert fetched.tags["log_sha256"] == hashlib.sha256(contents[absent[0]["log"]]).hexdigest()
+    assert (fetched.tags["round"], fetched.tags["submitter"], fetched.tags["system"], fetched.tags["system_file"]) == (
+        absent[0]["round"], absent[0]["submitter"], absent[0]["system"], absent[0]["system_file"])  # fmt: skip
+    missing = f"{absent[2]['round']} {absent[2]['submitter']} {absent[2]['system']}, " + (
+        f"{absent[3]['round']} {absent[3]['submitter']} {absent[3]['system']}")  # fmt: skip
+    assert (f"mlperf-training-resnet: 2 logs absent (not in the mirror; scripts/fetch_absent_mlperf_logs.py fetches "
+            f"them into {cache / 'mlperf-training-resnet'}): {missing}\n") in err  # fmt: skip
+    assert "mlperf-training-resnet logs: 100%" in err and "2/2" in err  # the progress bar: two distinct logs
+    # the readings kept for the next import, in the dataset's folder of the cache, keyed by each log's SHA-256
+    kept = json.loads((cache / "mlperf-training-resnet" / mt.READINGS_CACHE).read_text())["readings"]
+    assert set(kept) == {siat.tags["log_sha256"], fetched.tags["log_sha256"]}
