@@ -285,6 +285,41 @@ def test_readings_are_kept_and_reused(corpus, tmp_path, monkeypatch):
     assert (tmp_path / "file").read_text() == ""
 
 
+def test_the_readings_cache_is_written_whole_beside_itself(tmp_path, monkeypatch):
+    """_write_json makes the cache's folders, writes a temporary file in the cache's own folder (a rename within
+    one file system: never a half-written cache) and renames it; the system's temporary folder is not used."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-temp"))  # a temporary file there would fail
+    target = tmp_path / "a" / "b" / ".readings.json"
+    mt._write_json(target, {"code": "c", "readings": {"d": ["mllog", {"values": {"epochs": 7}}]}})
+    assert json.loads(target.read_text()) == {"code": "c", "readings": {"d": ["mllog", {"values": {"epochs": 7}}]}}
+    assert [p.name for p in target.parent.iterdir()] == [".readings.json"]
+
+
+def test_absent_logs_found_in_the_mirror_or_named(tmp_path, monkeypatch):
+    """A log the mirror lacks may be put by hand in the mirror's dataset folder as well as in the cache; with no
+    mirror set, only the cache is looked in; a wrong copy is named with both ids' first 12 characters."""
+    data = b"an absent log, as fetched by hand\n"
+    entry = {"log": "v9.9/X/results/y/resnet/result_0.txt", "git_blob_sha1": mt.git_blob_sha1(data),
+             "url": "https://example.org/result_0.txt"}  # fmt: skip
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", str(tmp_path / "mirror"))
+    copy = tmp_path / "mirror" / "mlperf-training-resnet" / entry["log"]
+    copy.parent.mkdir(parents=True)
+    copy.write_bytes(data)
+    assert mt.absent_logs("mlperf-training-resnet", [entry]) == ([(entry, copy)], [])
+    monkeypatch.delenv("SCALESTUDY_DATA_MIRROR")
+    assert mt.absent_logs("mlperf-training-resnet", [entry]) == ([], [entry])
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", str(tmp_path / "mirror"))
+    copy.write_bytes(b"other bytes\n")
+    got = mt.git_blob_sha1(b"other bytes\n")
+    with pytest.raises(SchemaError) as err:
+        mt.absent_logs("mlperf-training-resnet", [entry])
+    assert str(err.value) == (f"{copy}: git blob id {got[:12]}... is not the {entry['git_blob_sha1'][:12]}... "
+                              "source.yaml lists: replace it with https://example.org/result_0.txt")  # fmt: skip
+
+
 def test_code_digest_is_of_the_two_reading_modules():
     import hashlib
 
