@@ -285,6 +285,29 @@ def test_readings_are_kept_and_reused(corpus, tmp_path, monkeypatch):
     assert (tmp_path / "file").read_text() == ""
 
 
+def test_logs_parsed_on_the_cores_allowed_at_most_eight_and_no_cache(corpus, monkeypatch):
+    """One worker process per log to parse, no more than the cores this process may use nor 8 (a login node's
+    64 cores are not all ours); with no cache, nothing is read or written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    files, asked = corpus[0], []
+
+    def pool(max_workers):  # threads in the test: the same map, and the count asked for recorded
+        asked.append(max_workers)
+        return ThreadPoolExecutor(max_workers=max_workers)
+
+    monkeypatch.setattr(mt, "ProcessPoolExecutor", pool)
+    logs = {f"{i:064x}": files[log] for i, log in enumerate([SIAT, V05_NVIDIA, V05_GOOGLE])}
+    for cores, expected in ((range(2), 2), (range(64), 3), (range(1), 1)):
+        monkeypatch.setattr(mt.os, "sched_getaffinity", lambda pid, cores=cores: set(cores))
+        out = mt._parse_all(logs, False, None)
+        assert asked.pop() == expected and set(out) == set(logs)
+    many = {f"{i:064x}": files[SIAT] for i in range(12)}
+    monkeypatch.setattr(mt.os, "sched_getaffinity", lambda pid: set(range(64)))
+    assert len(mt._parse_all(many, False, None)) == 12 and asked.pop() == 8
+    assert out[f"{0:064x}"][1]["values"]["epochs"] == 20  # SIAT's reading, as test_readings_are_kept_and_reused
+
+
 def test_the_readings_cache_is_written_whole_beside_itself(tmp_path, monkeypatch):
     """_write_json makes the cache's folders, writes a temporary file in the cache's own folder (a rename within
     one file system: never a half-written cache) and renames it; the system's temporary folder is not used."""
