@@ -416,3 +416,73 @@ def test_logs_absent_from_the_mirror_fetched_by_hand_are_runs(tmp_path, monkeypa
     # the readings kept for the next import, in the dataset's folder of the cache, keyed by each log's SHA-256
     kept = json.loads((cache / "mlperf-training-resnet" / mt.READINGS_CACHE).read_text())["readings"]
     assert set(kept) == {siat.tags["log_sha256"], fetched.tags["log_sha256"]}
+
+
+def test_the_benchmark_names_taken_and_the_lines_an_error_names(corpus):
+    # SIAT's reading edited: v0.6 on log "resnet50" (any case) as well as "resnet"
+    _, reading = edited(corpus, SIAT, submission_benchmark="ResNet50")
+    assert record_of(corpus, SIAT, reading=reading).params["model"] == "resnet50"
+    _, reading = edited(corpus, SIAT, submission_benchmark=None)  # none logged (nor its line): '' at line 1
+    reading["lines"] = {k: n for k, n in reading["lines"].items() if k != "submission_benchmark"}
+    with pytest.raises(SchemaError, match=rf"^\S*{SIAT}:1: benchmark '', not resnet$"):
+        record_of(corpus, SIAT, reading=reading)
+    _, reading = edited(corpus, SIAT, submission_benchmark="ssd")
+    reading["lines"] = {**reading["lines"], "submission_benchmark": 5}  # its line known: that line
+    with pytest.raises(SchemaError, match=rf"^\S*{SIAT}:5: benchmark 'ssd', not resnet$"):
+        record_of(corpus, SIAT, reading=reading)
+    _, reading = mt._parse_one(str(corpus[0][SIAT]))
+    reading["lines"] = {k: n for k, n in reading["lines"].items() if k != "run_start"}  # no run_start: line 1
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert rec.where.endswith(f"{SIAT}:1") and rec.tags["source_line"] == "result_0.txt:1"
+
+
+def test_accuracy_kept_only_between_0_and_1_and_a_window_under_a_second(corpus):
+    for accuracy, kept in ((0.0, True), (1.0, True), (0.759, True), (1.5, False), (-0.1, False), (None, False)):
+        _, reading = edited(corpus, SIAT, accuracy=accuracy)
+        metrics = record_of(corpus, SIAT, reading=reading).metrics
+        assert metrics.get("accuracy_test", "absent") == (accuracy if kept else "absent"), accuracy
+    # a timed window of half a second: its throughput all the same (window epochs x :17's 1277952 samples / 0.5 s)
+    _, reading = edited(corpus, SIAT, train_time_s=0.5)
+    window = reading["values"]["train_window_epochs"]
+    metrics = record_of(corpus, SIAT, reading=reading).metrics
+    assert metrics["throughput_total"] == pytest.approx(window * 1277952 / 0.5)
+    assert metrics["throughput_per_worker"] == pytest.approx(window * 1277952 / 0.5 / 128)
+
+
+def test_no_batch_per_accelerator_without_both_counts():
+    basis = {}
+    assert mt._batch_per_accelerator(None, 8, basis) is None and mt._batch_per_accelerator(512, None, basis) is None
+    assert basis == {}  # nothing to say how
+    assert mt._batch_per_accelerator(512, 8, basis) == 64 and basis["batch_per_worker"] == "global batch / accelerators"
+
+
+def test_accelerators_not_known_are_empty_unless_the_system_is_cpu_only(corpus, monkeypatch):
+    from scalestudy.ingest.logs.mlperf_system import read_system_any_shape as read_system
+
+    def system_of(basis):
+        def read(path):
+            facts, warnings = read_system(path)
+            return {**facts, "accelerators": None, "accelerators_basis": basis}, warnings
+
+        return read
+
+    monkeypatch.setattr(mt, "read_system", system_of("not stated"))
+    rec = record_of(corpus, SIAT)
+    assert rec.tags["accelerators"] == "" and rec.params["workers"] == NOT_STATED and rec.params["device"] == "cpu"
+    monkeypatch.setattr(mt, "read_system", system_of("cpu only"))
+    assert record_of(corpus, SIAT).tags["accelerators"] == "0"
+
+
+def test_values_the_log_does_not_give_are_not_stated(corpus):
+    # SIAT's reading edited, one value at a time
+    _, reading = edited(corpus, SIAT, train_samples=None)
+    assert record_of(corpus, SIAT, reading=reading).tags["train_samples_per_epoch"] == NOT_STATED
+    for epochs, param in ((1, 1), (40, 40), (0, NOT_STATED), (2.5, NOT_STATED), (None, NOT_STATED)):
+        _, reading = edited(corpus, SIAT, epochs=epochs)
+        assert record_of(corpus, SIAT, reading=reading).params["epochs"] == param, epochs
+    _, reading = edited(corpus, SIAT, run_start=None)  # no start stamp: no times on the run
+    rec = record_of(corpus, SIAT, reading=reading)
+    assert rec.start_ms is None and rec.end_ms is None
+    _, reading = mt._parse_one(str(corpus[0][SIAT]))
+    reading = {**reading, "problems": ["first problem", "second problem"]}  # each one, in order
+    assert record_of(corpus, SIAT, reading=reading).tags["problems"] == "first problem; second problem"
