@@ -45,7 +45,13 @@ PREBUILT_STORE = "SCALESTUDY_TEST_PUBLISHED_STORE"
 BACKGROUND = pytest.StashKey[tuple]()
 # Under pytest-xdist, the tests' temporary folders (tmp_path) are made in memory-backed /dev/shm too.
 BASETEMP = pytest.StashKey[Path]()
+# Under pytest-xdist, the session's one cache of fetched raw files.
+CACHE = pytest.StashKey[Path]()
 PUBLISHED_FIXTURES = {"published_store", "published_figures", "published_folder"}
+# Fixtures whose set-up costs far more than a test (mutmut's durations charge it to one test of the session only),
+# in the order their tests run last under mutmut: the MLPerf corpus parsed whole (330 logs, each mutant's session
+# with a cold cache: minutes behind mutmut's trampolines), the published figures drawn.
+COSTLY = {"corpus_runs": 1, "published_figures": 2}
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -55,11 +61,11 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
-def scratch_folder() -> Path:
+def scratch_folder(prefix: str = "scalestudy-published-") -> Path:
     """A new folder for the published runs, in memory-backed /dev/shm where there is one: SQLite syncs every MLflow
     write, which on a busy disk doubles an import's time. The caller removes it."""
     shm = Path("/dev/shm")
-    return Path(tempfile.mkdtemp(prefix="scalestudy-published-", dir=shm if os.access(shm, os.W_OK) else None))
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=shm if os.access(shm, os.W_OK) else None))
 
 
 def pytest_configure(config):
@@ -71,6 +77,11 @@ def pytest_configure(config):
     if config.option.basetemp is None:  # the tests' own stores too: SQLite syncs each write (see scratch_folder)
         config.option.basetemp = scratch_folder()
         config.stash[BASETEMP] = config.option.basetemp
+    if not os.environ.get("SCALESTUDY_DATA_CACHE"):
+        # One cache of fetched raw files (and of the MLPerf logs' readings) for the session: the background build
+        # and both workers fill and read it (every write is a rename), instead of each copying and parsing alone.
+        config.stash[CACHE] = scratch_folder("scalestudy-cache-")
+        os.environ["SCALESTUDY_DATA_CACHE"] = str(config.stash[CACHE])
     if os.environ.get(PREBUILT_STORE) or not have_raw_data():
         return
     folder = scratch_folder()
@@ -81,6 +92,9 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if BASETEMP in config.stash:
         shutil.rmtree(config.stash[BASETEMP], ignore_errors=True)
+    if CACHE in config.stash:
+        shutil.rmtree(config.stash[CACHE], ignore_errors=True)
+        os.environ.pop("SCALESTUDY_DATA_CACHE", None)
     proc, folder = config.stash.get(BACKGROUND, (None, None))
     if proc is not None:
         if proc.poll() is None:
@@ -92,13 +106,17 @@ def pytest_unconfigure(config):
 
 def pytest_collection_modifyitems(config, items):
     """While the published runs are built in the background, the tests that need them run last. Under mutmut
-    (which stops at a mutant's first failing test), the quickest tests run first, those needing the published
-    figures (drawn in the session's first such test) last: a killed mutant then costs the time of one short test."""
+    (which stops at a mutant's first failing test), the quickest tests run first, those needing a costly fixture
+    (COSTLY) last: a killed mutant then costs the time of one short test."""
     if os.environ.get(published.FOLDER):
         items.sort(key=lambda item: bool(PUBLISHED_FIXTURES & set(item.fixturenames)))
     elif os.environ.get("MUTANT_UNDER_TEST") and Path("mutmut-stats.json").is_file():
         seconds = json.loads(Path("mutmut-stats.json").read_text()).get("duration_by_test", {})
-        items.sort(key=lambda item: ("published_figures" in item.fixturenames, seconds.get(item.nodeid, 1e9)))
+
+        def cost(item):
+            return max((COSTLY.get(name, 0) for name in item.fixturenames), default=0), seconds.get(item.nodeid, 1e9)
+
+        items.sort(key=cost)
 
 
 @pytest.fixture(scope="session")

@@ -54,7 +54,7 @@ def record(folder: Path, stage: str, result: dict) -> dict:
 def start(folder: Path) -> subprocess.Popen:
     """Both stages in a background process (its pid in FOLDER/pid, so a waiter knows when it died)."""
     env = dict(os.environ)
-    # the build's own cache of fetched raw files (the workers have theirs: tests/conftest.py's data_cache)
+    # the session's cache of fetched raw files where the controller made one (tests/conftest.py), else its own
     env.setdefault("SCALESTUDY_DATA_CACHE", str(folder / "cache"))
     proc = subprocess.Popen([sys.executable, __file__, str(folder)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip

@@ -37,7 +37,7 @@ def raw():
 
 
 @pytest.fixture(scope="module")
-def runs(raw):
+def corpus_runs(raw):
     return {rec.key: rec for rec in mlperf_training.read(FOLDER, progress=False)}
 
 
@@ -46,21 +46,21 @@ def s(text: str) -> float:
     return datetime.strptime(text, "%m/%d/%y %H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
-def test_one_run_per_distinct_log(runs):
+def test_one_run_per_distinct_log(corpus_runs):
     # 379 systems, 7 logs absent from the mirror, 42 redundant byte-for-byte copies: 379 - 7 - 42 = 330
-    assert len(runs) == 330
-    statuses = [r.tags["run_stop_status"] for r in runs.values()]
+    assert len(corpus_runs) == 330
+    statuses = [r.tags["run_stop_status"] for r in corpus_runs.values()]
     assert statuses.count("aborted") == 14 and statuses.count("no_run_stop") == 1  # the corpus README's counts
-    formats = [r.tags["log_format"] for r in runs.values()]
+    formats = [r.tags["log_format"] for r in corpus_runs.values()]
     assert (formats.count("mll"), formats.count("mlperf-bracket"), formats.count("mlp05")) == (13, 1, 14)
-    for rec in runs.values():
+    for rec in corpus_runs.values():
         rec.validate()
         assert rec.params["model"] == "resnet50" and rec.tags["source"] == "published"
         assert all(v > 0 for k, v in rec.metrics.items() if k != "accuracy_test")
 
 
-def test_mllog_time_ms(runs):
-    rec = runs[V10_NVIDIA]
+def test_mllog_time_ms(corpus_runs):
+    rec = corpus_runs[V10_NVIDIA]
     # :437 global_batch_size 3264; :449 run_start time_ms 1621118646492; :1404 run_stop 1621120371034 "success"
     assert rec.metrics["time_total_s"] == pytest.approx((1621120371034 - 1621118646492) / 1000)
     assert rec.tags["global_batch_size"] == "3264" and rec.params["workers"] == 8  # systems/…json: 1 node x 8
@@ -77,8 +77,8 @@ def test_mllog_time_ms(runs):
     assert rec.params["device"] == "A100" and rec.params["framework"] == "mxnet"
 
 
-def test_mllog_time_s_aborted_run(runs):
-    rec = runs[V07_ALIBABA_1280]
+def test_mllog_time_s_aborted_run(corpus_runs):
+    rec = corpus_runs[V07_ALIBABA_1280]
     # :1293 run_start time_s 1593422672.835; :1535 run_stop 1593422775.122 status "aborted" (after :1533 eval 0.759)
     assert rec.status == "FAILED" and rec.tags["run_stop_status"] == "aborted"
     assert "aborted" in rec.tags["failure_reason"] and "result_1.txt:1535" in rec.tags["failure_reason"]
@@ -90,8 +90,8 @@ def test_mllog_time_s_aborted_run(runs):
     assert rec.tags["init_start_lines"] == "1280"  # one init_start per GPU
 
 
-def test_mll_v06_tpu_chips(runs):
-    rec = runs[V06_TPU32]
+def test_mll_v06_tpu_chips(corpus_runs):
+    rec = corpus_runs[V06_TPU32]
     # :21 run_start 1558420845.819, :68 run_stop 1558423379.276 success; 15 blocks of epoch_count 4; :8 batch 4096
     assert rec.metrics["time_total_s"] == pytest.approx(1558423379.276 - 1558420845.819)
     assert rec.params["epochs"] == 60 and rec.tags["global_batch_size"] == "4096"
@@ -101,8 +101,8 @@ def test_mll_v06_tpu_chips(runs):
     assert rec.tags["train_samples_basis"] == "num_train_examples"  # :20 num_train_examples 1281167
 
 
-def test_v05_nvidia_and_tpu_cores(runs):
-    rec = runs[V05_DGX1]
+def test_v05_nvidia_and_tpu_cores(corpus_runs):
+    rec = corpus_runs[V05_DGX1]
     # :3 run_start 1541720386.718659639; :449 run_stop (no value) after :447 eval {"epoch": 62, "value": 0.7522}
     # against :336 eval_target 0.749; train_epoch 0 (:338) .. 62 (:445): 63 epochs; :317 input_batch_size 208 per GPU
     assert rec.metrics["time_total_s"] == pytest.approx(1541728484.695488691 - 1541720386.718659639)
@@ -110,16 +110,16 @@ def test_v05_nvidia_and_tpu_cores(runs):
     assert rec.params["epochs"] == 63 and rec.params["workers"] == 8
     assert rec.tags["global_batch_size"] == str(208 * 8) and rec.params["batch_per_worker"] == 208
     # entry.json says 128 nodes (the cluster); 80 run_clear_caches lines = the nodes that ran, x 8 GPUs
-    multi = runs[V05_DGX1_MULTI]
+    multi = corpus_runs[V05_DGX1_MULTI]
     assert multi.params["workers"] == 640 and "run_clear_caches" in multi.tags["accelerators_basis"]
     # entry.json num_accelerators 8 is the TPU v3-8 slice's cores: 4 chips; Google logs the global batch (1024)
-    tpu = runs[V05_TPUV3_8]
+    tpu = corpus_runs[V05_TPUV3_8]
     assert tpu.params["workers"] == 4 and tpu.tags["global_batch_size"] == "1024"
     assert tpu.params["device"] == "tpuv3" and tpu.tags["accelerators_basis"].startswith("entry.json TPU core")
 
 
-def test_noncompliant_v06_alibaba(runs):
-    rec = runs[V06_SINIAN]
+def test_noncompliant_v06_alibaba(corpus_runs):
+    rec = corpus_runs[V06_SINIAN]
     # :1 first of 64 run_start lines [06/13/19 00:30:56]; :512 run_stop [06/13/19 00:55:21], no value; :510 eval
     # {"value": 75.98000%, "epoch": 79}: 0.7598 >= 0.759; train_epoch:0 (:324) .. eval epoch 79: 80 epochs
     assert rec.metrics["time_total_s"] == s("06/13/19 00:55:21") - s("06/13/19 00:30:56")
@@ -130,21 +130,21 @@ def test_noncompliant_v06_alibaba(runs):
     assert rec.metrics["time_train_s"] < s("06/13/19 00:55:21") - s("06/13/19 00:30:58")
 
 
-def test_republished_copy_is_one_run(runs):
+def test_republished_copy_is_one_run(corpus_runs):
     # the v2.1 NVIDIA folder holds v2.0's logs byte for byte (the same sha256 in manifest.csv)
-    assert V20_N128 in runs and V21_N128 not in runs
-    assert V21_N128 in runs[V20_N128].tags["copies"].split("; ")
-    assert runs[V20_N128].tags["round"] == "v2.0"
+    assert V20_N128 in corpus_runs and V21_N128 not in corpus_runs
+    assert V21_N128 in corpus_runs[V20_N128].tags["copies"].split("; ")
+    assert corpus_runs[V20_N128].tags["round"] == "v2.0"
 
 
-def test_log_without_run_stop(runs):
-    rec = runs[V40_TINY]  # 136 lines, ends after :135 eval_accuracy 0.75842
+def test_log_without_run_stop(corpus_runs):
+    rec = corpus_runs[V40_TINY]  # 136 lines, ends after :135 eval_accuracy 0.75842
     assert rec.status == "FAILED" and rec.tags["run_stop_status"] == "no_run_stop"
     assert "time_total_s" not in rec.metrics and rec.metrics["accuracy_test"] == 0.75842
 
 
-def test_early_epoch_stamps_flagged(runs):
-    rec = runs["v2.0/NVIDIA/results/dgxa100_n527_ngc22.04_mxnet/resnet/result_0.txt"]
+def test_early_epoch_stamps_flagged(corpus_runs):
+    rec = corpus_runs["v2.0/NVIDIA/results/dgxa100_n527_ngc22.04_mxnet/resnet/result_0.txt"]
     assert "epochs stamped early: the epoch intervals cover 19%" in rec.tags["problems"]
     assert rec.params["workers"] == 4216
     assert rec.metrics["throughput_epochs"] > 4 * rec.metrics["throughput_total"]
