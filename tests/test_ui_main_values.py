@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -148,19 +149,32 @@ def test_main_reports_a_server_that_ends_before_it_answers(ui, tmp_path, capsys)
     assert capsys.readouterr().err.endswith(f"error: mlflow server stopped with status 0 (its log: {log})\n")
 
 
-def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys):
+def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys, monkeypatch):
     uri, port, _, mode = ui
     mode[0] = "forever"
     log = tmp_path / f"store-ui-{port}.log"
+    # The signal goes once main waits on the server, its lines printed: the server logging its health request is not
+    # enough (on a loaded machine the signal then came before main's first line, which the test found missing).
+    waiting, wait = threading.Event(), subprocess.Popen.wait
+
+    def noted(proc, timeout=None):
+        if timeout is None and proc.args[-1] == "forever":  # the stand-in server's, not another child's
+            waiting.set()
+        return wait(proc, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", noted)
 
     def signal_once_served(sig):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and "health" not in (log.read_text() if log.exists() else ""):
-            time.sleep(0.05)
-        os.kill(os.getpid(), sig)
+        waiting.wait(30)
+        # a moment later, as a user's Ctrl-C comes: one that lands between main's last Python step and its waitpid
+        # call only sets Python's flag, and waitpid then waits on (the test hung for minutes that way)
+        time.sleep(0.5)
+        # to the main thread, as a terminal's Ctrl-C reaches main: one sent to the process may be taken by this thread
+        signal.pthread_kill(threading.main_thread().ident, sig)
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         log.unlink(missing_ok=True)
+        waiting.clear()
         sender = threading.Thread(target=signal_once_served, args=(sig,))
         sender.start()
         if sig == signal.SIGINT:
