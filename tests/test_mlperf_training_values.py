@@ -419,7 +419,7 @@ def test_logs_absent_from_the_mirror_fetched_by_hand_are_runs(tmp_path, monkeypa
 
 
 def test_the_benchmark_names_taken_and_the_lines_an_error_names(corpus):
-    # SIAT's reading edited: v0.6 on log "resnet50" (any case) as well as "resnet"
+    # SIAT's reading edited: "resnet50" (any case; later rounds' name) is taken as well as "resnet"
     _, reading = edited(corpus, SIAT, submission_benchmark="ResNet50")
     assert record_of(corpus, SIAT, reading=reading).params["model"] == "resnet50"
     _, reading = edited(corpus, SIAT, submission_benchmark=None)  # none logged (nor its line): '' at line 1
@@ -457,7 +457,7 @@ def test_no_batch_per_accelerator_without_both_counts():
 
 
 def test_accelerators_not_known_are_empty_unless_the_system_is_cpu_only(corpus, monkeypatch):
-    from scalestudy.ingest.logs.mlperf_system import read_system_any_shape as read_system
+    read_system = mt.read_system  # the real reading, edited below
 
     def system_of(basis):
         def read(path):
