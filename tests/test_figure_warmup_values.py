@@ -4,6 +4,8 @@ for runs on CPUs, and its refusal."""
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib
 import pytest
 
@@ -136,3 +138,29 @@ def test_a_figures_derive_step_that_does_not_fit_names_its_config_key():
     assert derived_table(runs, {"name": "figure-t"}) is runs  # no derive step: the runs as they are
     with pytest.raises(ValueError, match=r"^conf/figure/figure-t\.yaml derive: scalestudy\.derive\.scaling: "):
         derived_table(runs, {"name": "figure-t", "derive": {"_target_": "scalestudy.derive.scaling", "nope": 1}})
+
+
+def test_draw_warmup_labels_its_axes_from_zero_with_a_grid_and_a_legend_of_both_cuts(empty_store):
+    sync_experiment("warm", [record("a", 64, 1, [1.0, 2.0])], empty_store)
+    runs = load_runs(empty_store)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fig, _ = draw_warmup(spec(empty_store), runs, runs)
+    # none of matplotlib's warnings, e.g. of grid(False, alpha=...), which draws the grid all the same
+    assert [str(w.message) for w in caught if issubclass(w.category, UserWarning)] == []
+    (ax,) = fig.axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("time since job start (s)", "images/s")  # the defaults
+    assert ax.get_xlim()[0] == 0
+    grid = ax.xaxis.get_gridlines()[0]
+    assert grid.get_visible() and grid.get_alpha() == 0.3
+    shown = fig.legends[0]
+    handles = zip(shown.get_texts(), shown.legend_handles)
+    cuts = {t.get_text(): (h.get_linestyle(), h.get_linewidth()) for t, h in handles}
+    assert list(cuts) == ["1 rank", "end of initialisation (the study's cut)", "end of warm-up, MSER-5"]
+    assert (cuts["end of initialisation (the study's cut)"], cuts["end of warm-up, MSER-5"]) == (
+        (":", 0.9),
+        ("--", 0.9),
+    )
+    labelled = {**spec(empty_store), "plot": {**spec(empty_store)["plot"], "xlabel": "t (s)", "ylabel": "img/s"}}
+    fig, _ = draw_warmup(labelled, runs, runs)
+    assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == ("t (s)", "img/s")

@@ -5,11 +5,13 @@ are written in tmp_path (each test says what); the published datasets' own files
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 from helpers import REFERENCE
 
 from scalestudy.ingest import (
+    REFERENCE_DIR,
     csv_params,
     csv_rows,
     experiment_description,
@@ -17,6 +19,7 @@ from scalestudy.ingest import (
     published_tags,
     read_source,
     read_text,
+    reference_dir,
     registry,
 )
 from scalestudy.schema import DESCRIPTION_TAG, SchemaError
@@ -215,3 +218,16 @@ def test_a_raw_file_read_from_the_mirror_is_named_by_its_dataset_path(tmp_path, 
     assert rec.tags[DESCRIPTION_TAG].startswith(
         "Published measurement, read from `experiments/reference/hacksa-2019/logs/1.err` line 23 by "
     )
+
+
+def test_the_reference_datasets_from_a_checkouts_root_are_the_relative_folder(tmp_path, monkeypatch):
+    (tmp_path / "experiments" / "reference").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert reference_dir() == Path("experiments/reference") == REFERENCE_DIR
+
+
+def test_the_reference_datasets_from_another_folder_are_the_packages_own_checkouts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no experiments/reference here
+    found = reference_dir()
+    assert found.is_absolute() and found.parts[-2:] == ("experiments", "reference")
+    assert (found / "tf-benchmarks-2017").is_dir() and tmp_path not in found.parents

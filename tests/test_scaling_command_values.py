@@ -113,3 +113,26 @@ def test_predict_errors_and_help(fakes, capsys):
     assert capsys.readouterr().err.startswith("error: network=token-ring: choose one of ")
     assert predict_command(["help", "workers=3"]) == 0
     assert capsys.readouterr().out == command_line.__doc__ + "\n"
+
+
+def test_predict_across_nodes_with_the_classes_given(fakes, capsys):
+    assert predict_command(["workers=16", "model=vgg16", "classes=10", "batch_per_worker=32", "gpus_per_node=8",
+                            "throughput_1gpu=320", *LINKS]) == 0  # fmt: skip
+    out = capsys.readouterr().out.splitlines()
+    # gradient_sizes.csv: vgg16,keras,10 classes: 134,301,514 parameters x 4 bytes = 537.206056 MB
+    assert out[1] == "  one GPU: 100.0 ms per step (given); gradients 537.2 MB per step"
+    # inside (8 GPUs, 10 GB/s, 0.1 ms): 2 * 7/8 * 537.206056e6 / 1e10 + 2 * 7 * 1e-4 = 95.41106 ms;
+    # between the 2 nodes (1 GB/s, 1 ms): 2 * 1/2 * 537.206056e6 / 1e9 + 2 * 1e-3 = 539.206056 ms
+    assert out[2] == "  allreduce: 95.4 ms inside a node + 539.2 ms between nodes = 634.6 ms"
+    assert out[4:6] == ["", "  interval: the bootstrap's 95 % band widened by the model's held-out error "
+                            "(conf/scaling/default.yaml held_out_error); no bound"]  # fmt: skip
+
+
+def test_settings_take_values_with_an_equals_sign_and_resolve_interpolations():
+    settings = command_line.load_settings(["model=a=b", "seed=${fit_max_workers}"])
+    assert settings["predict"]["model"] == "a=b"  # split at the first "=" only
+    assert settings["seed"] == settings["fit_max_workers"] == 16  # conf/scaling/default.yaml's
+    with pytest.raises(ValueError) as err:
+        command_line.load_settings(["nope=1"])
+    assert str(err.value).startswith("unknown key 'nope' (known: model, ")
+    assert str(err.value).endswith(", bootstrap, seed, fit_max_workers, prediction_fit)")

@@ -142,6 +142,8 @@ def test_scaling_table_every_number_the_text_quotes(monkeypatch):
                                  {"key": "ib", "label": "InfiniBand 100 Gbit/s", "short": "IB"}]  # fmt: skip
     assert table["fp16_network"] == "eth" and table["prediction_fit"] == "tf-benchmarks-2017"
     assert table["rule"] is SCALING["held_out_error"]
+    # the fp16 what-if's network by its short name where the config gives one (eth has none: its key)
+    assert report.scaling_table(runs, scaling={**SCALING, "fp16_what_if": "ib"})["fp16_network"] == "IB"
     assert table["held_out_error"] == {
         "a-first": {"test": "a-first", "optimistic": 0.0, "pessimistic": 0.07, "points": 2, "gpus_min": 8,
                     "gpus_max": 16},

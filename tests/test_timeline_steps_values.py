@@ -1,0 +1,93 @@
+"""profile.timeline's per-step numbers on small hand-made timelines, each value worked out by hand: which tensors
+make the steps, which activities fall inside an allreduce, the window's edges, steps without a negotiation or a
+size, and step_metrics' step time (the loop's clock, else the median gap from 3 steps on) and overlap share."""
+
+import pytest
+
+from scalestudy.profile.timeline import Span, per_step, step_metrics, tensor_bytes
+
+
+def test_tensor_bytes_needs_a_known_dtype_and_a_shape_without_unknown_dimensions():
+    assert tensor_bytes({"dtype": "float32"}) is None  # no shape
+    assert tensor_bytes({"shape": "[3]"}) is None  # no dtype
+    assert tensor_bytes({"dtype": "complex_thing", "shape": "[3]"}) is None
+    assert tensor_bytes({"dtype": "float32", "shape": "[-1, 10]"}) is None  # a dimension not known yet
+    assert tensor_bytes({"dtype": "float32", "shape": "[0, 10]"}) == 0  # an empty tensor: known, 0 bytes
+    assert tensor_bytes({"dtype": "float16", "shape": "[1, 3]"}) == 6
+
+
+def reduce(pid: int, start: float, end: float, **args) -> Span:
+    return Span(pid, "ALLREDUCE", start, end, args)
+
+
+def test_no_allreduce_no_steps():
+    assert per_step([Span(1, "NEGOTIATE_ALLREDUCE", 0, 5, {})]) == (
+        [], {"steps": 0, "gradient_tensors": 0, "tensors_with_other_counts": 0})  # fmt: skip
+
+
+def test_the_step_count_is_the_allreduce_count_most_tensors_share():
+    # tensors 1-3 reduced twice, tensor 4 three times (e.g. a variable reduced once more): 2 steps, 4 left out
+    spans = [reduce(p, s, s + 10) for p in (1, 2, 3) for s in (0, 100)] + [reduce(4, s, s + 10) for s in (0, 50, 100)]
+    steps, facts = per_step(spans)
+    assert facts == {"steps": 2, "gradient_tensors": 3, "tensors_with_other_counts": 1}
+    assert [s["step"] for s in steps] == [0, 1]
+    # a tie (2 tensors with 1 allreduce, 2 with 2): the larger count
+    spans = [reduce(p, 0, 10) for p in (1, 2)] + [reduce(p, s, s + 10) for p in (3, 4) for s in (0, 100)]
+    assert per_step(spans)[1]["steps"] == 2
+
+
+@pytest.mark.filterwarnings("error")  # numpy warns of a `side` it reads leniently
+def test_a_fusion_copy_counts_in_the_allreduce_it_lies_in_edges_included():
+    # step 0's allreduce 0-100 us, step 1's 200-300 us; copies at exactly the allreduce's start and end count,
+    # one that runs past the end does not, nor one before the first allreduce
+    copy_in, copy_out = "MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER"
+    spans = [reduce(1, 0, 100), reduce(1, 200, 300), Span(1, copy_in, 0, 10, {}), Span(1, copy_out, 90, 100, {}),
+             Span(1, copy_in, 250, 310, {}), Span(1, copy_in, -20, -10, {})]  # fmt: skip
+    steps, _ = per_step(spans)
+    assert [s["fusion_copy_ms"] for s in steps] == [0.02, 0.0]
+
+
+def test_the_backends_collectives_count_the_fused_allreduces_not_the_tensors_spans():
+    # two tensors' allreduces overlap (one request), but the backend ran two collectives one after the other
+    spans = [reduce(1, 0, 100), reduce(2, 0, 100), Span(1, "NCCL_ALLREDUCE", 10, 40, {}),
+             Span(2, "NCCL_ALLREDUCE", 50, 90, {})]  # fmt: skip
+    assert per_step(spans)[0][0]["fused_allreduces"] == 2
+    assert per_step(spans[:2])[0][0]["fused_allreduces"] == 1  # without backend spans: the allreduces themselves
+
+
+def test_a_step_without_negotiation_starts_and_is_ready_at_its_first_allreduce_and_has_no_size():
+    steps, _ = per_step([reduce(1, 100, 150), reduce(2, 120, 200)])
+    (step,) = steps
+    # comm: the union 100-200 us; exposed: all of it after ready (100) up to done (200); no dtype, no bytes
+    assert (step["first_us"], step["allreduce_ms"], step["exposed_ms"], step["negotiate_ms"]) == (100, 0.1, 0.1, 0.0)
+    assert step["bytes"] is None
+    sized = per_step([reduce(1, 100, 150, dtype="float32", shape="[10]"), reduce(2, 120, 200)])[0][0]
+    assert sized["bytes"] == 40.0  # the known sizes summed
+
+
+def test_the_window_keeps_steps_whose_first_negotiation_starts_at_its_start_not_at_its_end():
+    spans = [reduce(1, s, s + 10) for s in (0, 100, 200)]
+    steps, _ = per_step(spans, window=(100, 200))
+    assert [s["step"] for s in steps] == [1]
+
+
+def step(first_us: float, allreduce_ms: float, exposed_ms: float) -> dict:
+    return {"first_us": first_us, "allreduce_ms": allreduce_ms, "exposed_ms": exposed_ms, "negotiate_ms": 0.0,
+            "fusion_copy_ms": 0.0, "fused_allreduces": 1, "bytes": None}  # fmt: skip
+
+
+def test_step_time_from_the_loops_clock_else_the_median_gap_of_three_steps_or_more():
+    two = [step(0, 0.5, 0.25), step(10_000, 0.5, 0.25)]
+    assert "step_time_ms" not in step_metrics(two)  # one gap: too few to tell
+    metrics = step_metrics(two, step_times_s=[0.1, 0.3])
+    assert metrics["step_time_ms"] == pytest.approx(200.0)  # 1000 x the mean, 0.2 s
+    assert metrics["step_compute_ms"] == pytest.approx(200.0 - 0.25)
+    assert metrics["step_comm_share"] == pytest.approx(0.5 / 200.0)
+    three = step_metrics([step(0, 0.5, 0.25), step(10_000, 0.5, 0.25), step(40_000, 0.5, 0.25)])
+    assert three["step_time_ms"] == pytest.approx(20.0)  # gaps 10 and 30 ms: the median
+
+
+def test_the_overlap_share_needs_some_communication():
+    # 0.5 ms of allreduce per step, 0.25 exposed: half of it hidden behind compute
+    assert step_metrics([step(0, 0.5, 0.25)])["step_comm_overlap_share"] == pytest.approx(0.5)
+    assert "step_comm_overlap_share" not in step_metrics([step(0, 0.0, 0.0)])  # nothing to hide
