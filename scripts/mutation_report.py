@@ -5,7 +5,7 @@ triage of docs/mutation-triage.yaml (why a survivor is equivalent).
 
     make mutation-check                                   # every module (hours on 2 cores; resumes where it stopped)
     .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*'   # the mutants of one module
-    .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*' --again  # those not killed, again
+    .venv/bin/python scripts/mutation_report.py --run 'scalestudy.derive*' --again  # those not killed nor triaged
     .venv/bin/python scripts/mutation_report.py --run --again --relink       # every mutant not killed nor triaged
     .venv/bin/python scripts/mutation_report.py                              # the report of what has run
     .venv/bin/python scripts/mutation_report.py --run --fresh                # every mutant again, ledger ignored
@@ -392,8 +392,10 @@ def main(argv: list[str] | None = None) -> int:
             again = AGAIN
         elif args.again:  # mutmut reruns a mutant that has a result only when it is named
             globs, known = args.run, [name for mutants in results().values() for name in mutants]
+            # a triaged survivor only when named exactly: tested again it costs all its tests' time to say the same
             names = [name for mutants in results().values() for name, status in mutants.items()
-                     if status not in CAUGHT and any(fnmatch.fnmatchcase(name, g) for g in globs)]  # fmt: skip
+                     if status not in CAUGHT and any(fnmatch.fnmatchcase(name, g) for g in globs)
+                     and (name in globs or reason(name, triage) is None)]  # fmt: skip
             # a glob no known mutant matches (a module or function new since the last run) goes as it is
             names += [g for g in globs if not any(fnmatch.fnmatchcase(name, g) for name in known)]
             if not names:

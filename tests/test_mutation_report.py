@@ -265,6 +265,23 @@ def test_again_in_a_new_checkout_tests_the_ledgers_survivors_again(tmp_path, mon
     assert seen["again"] == mutation_report.AGAIN and seen["triage"] == mutation_report.load_triage()
 
 
+def test_again_with_globs_leaves_out_the_caught_and_the_triaged_unless_named_exactly(tmp_path, monkeypatch):
+    name = "scalestudy.derive.x_f__mutmut_"
+    found = {"scalestudy/derive.py": {f"{name}{i}": s for i, s in enumerate(
+        ["killed", "survived", "survived", "no tests", "timeout", "survived"], 1)}}  # fmt: skip
+    monkeypatch.setattr(mutation_report, "results", lambda: found)
+    monkeypatch.setattr(mutation_report, "load_triage", lambda: {f"{name}3": "equivalent: a reason",
+                                                                 f"{name}6": "equivalent: another"})  # fmt: skip
+    seen = {}
+    monkeypatch.setattr(mutation_report, "run_mutmut", lambda *args: seen.update(names=args[0]))
+    monkeypatch.setattr(mutation_report, "keep", lambda *args, **kw: None)
+    monkeypatch.setattr(mutation_report, "OUT", tmp_path / "out")
+    monkeypatch.setattr(mutation_report, "report", lambda *args, **kw: ("", 0.0))
+    mutation_report.main(["--run", "scalestudy.derive.*", f"{name}6", "--again", "--report", str(tmp_path / "r.md")])
+    # 1 killed and 5 timed out (caught), 3 triaged: not again; 6 triaged but named exactly: again
+    assert seen["names"] == [f"{name}2", f"{name}4", f"{name}6"]
+
+
 def test_a_stopped_run_lets_mutmut_stop_and_write_its_results(tmp_path):
     # SIGTERM (or Ctrl-C) to this script: mutmut gets SIGINT and time to stop its workers and save; a SIGINT it lost
     # is sent again; past the grace, mutmut's whole session (its workers too) is killed
