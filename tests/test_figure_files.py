@@ -46,7 +46,9 @@ def pdf_info(path) -> dict[str, str]:
 @pytest.fixture
 def published(tmp_path, capsys):
     spec, runs = spec_and_runs("published")
+    before = plt.get_fignums()  # figures other tests of the session left open
     paths = figures.build_figure(spec, runs, source="published", out_dir=tmp_path, commit="c1")
+    assert plt.get_fignums() == before  # the build closed the figure it drew
     return paths, capsys.readouterr().err
 
 
@@ -95,7 +97,6 @@ def test_the_caption_and_a_problem_of_it_are_written_and_warned(published):
     problem = "caption: '\\\\$' prints literally"
     assert problem in json.loads(sidecar.read_text())["problems"]
     assert f"warning: figure-t: {problem}\n" in err
-    assert plt.get_fignums() == []  # the figure was closed
 
 
 def test_a_measured_figure_has_the_measured_title_and_caption(tmp_path):
