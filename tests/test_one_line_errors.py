@@ -19,11 +19,16 @@ GARBAGE = [
     ('"ts": 1410488746885,', '"ts": 1e400,', "event 2 ('i' 'CYCLE_START'): ts inf is not a finite number"),
     ('"ts": 1410488746885, "s": "g"}', '"ts": 1410488746885, "s": "g", "pid": [1]}',
      "event 2 ('i' 'CYCLE_START'): pid [1] is not a whole number"),
+    # no ts (a metadata event has none), so its dur is checked next
+    ('"ts": 1410488746885,', '"dur": "long",', "event 2 ('i' 'CYCLE_START'): dur 'long' is not a finite number"),
+    # a long name: its first 40 characters
+    ('"name": "CYCLE_START", "ts": 1410488746885,', f'"name": "{"N" * 39}ABC", "ts": "soon",',
+     f"event 2 ('i' '{'N' * 39}A'): ts 'soon' is not a finite number"),
 ]  # fmt: skip
 
 
 @needs_profiles
-@pytest.mark.parametrize("old, new, expected", GARBAGE, ids=["string-ts", "ts-1e400", "list-pid"])
+@pytest.mark.parametrize("old, new, expected", GARBAGE, ids=["string-ts", "ts-1e400", "list-pid", "dur", "long-name"])
 def test_a_timeline_with_a_garbage_event_is_refused_naming_it(tmp_path, old, new, expected):
     text = (PROFILES / TIMELINE).read_text()
     assert text.count(old) == 1  # the second event of the real timeline (its line 3)

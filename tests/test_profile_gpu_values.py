@@ -335,3 +335,37 @@ def test_nsys_files_exactly(path, meta, kernels, memset, memcpy):
         assert (by_class[name]["count"], by_class[name]["bytes"]) == (count, size)
         assert by_class[name]["ms"] == pytest.approx(ms, rel=1e-9)
         assert s.metrics[f"profile_{name}_ms"] == pytest.approx(ms, rel=1e-9)
+
+
+def test_the_top_kernels_are_ten_by_default():
+    s = summarize_sqlite(NVPROF_TF)
+    assert s.facts["distinct_kernels"] == 13 and len(s.top) == 10  # 13 kernel names in the file
+
+
+def test_a_window_starting_at_a_kernels_start_keeps_all_of_it(mini):
+    # K5 starts 500320656 ns after the first activity: from there on, the same kernels as from 0.5 s, uncut
+    late, at = summarize_sqlite(mini, window=(0.5, None)), summarize_sqlite(mini, window=(0.500320656, None))
+    assert at.metrics["profile_kernel_ms"] == pytest.approx(late.metrics["profile_kernel_ms"], rel=1e-9)
+    # up to 1 us: the memset S (3507 ns from the first activity on) cut to its first 1000 ns
+    assert summarize_sqlite(mini, window=(None, 1e-6)).classes[CLASS_MEMSET]["ms"] == pytest.approx(0.001, rel=1e-9)
+
+
+def test_a_kernel_without_a_name_and_kernels_of_no_duration(mini):
+    # K5's name id points at no string: "(unnamed)"; every kernel 0 ns long: shares 0, not a division by 0
+    s = summarize_sqlite(edit(mini, f"UPDATE {K} SET name = 999999 WHERE _id_ = 5", f"UPDATE {K} SET end = start"))
+    assert "(unnamed)" in [t["full_name"] for t in s.top]
+    assert s.metrics["profile_kernel_ms"] == 0.0 and [t["share"] for t in s.top] == [0.0] * len(s.top)
+
+
+def test_an_export_without_any_activity(mini):
+    s = summarize_sqlite(edit(mini, f"DELETE FROM {K}", f"DELETE FROM {M}", "DELETE FROM CUPTI_ACTIVITY_KIND_MEMSET"))
+    assert (s.facts["kernels"], s.facts["devices"], s.top) == (0, [], [])
+    assert [c["count"] for c in s.classes] == [0] * 9
+
+
+def test_a_header_counting_more_than_16_million_pages_is_truncated(mini):
+    data = bytearray(mini.read_bytes())
+    data[28:32] = (2**24 + 1).to_bytes(4, "big")  # the page count's high byte set (the counters at 24 and 92 agree)
+    mini.write_bytes(bytes(data))
+    with pytest.raises(ProfileError, match=r"its header counts 16777217 pages of "):
+        summarize_sqlite(mini)

@@ -190,3 +190,22 @@ def test_scaling_table_every_number_the_text_quotes(monkeypatch):
     monkeypatch.setattr(report, "claim_predictions", lambda r, s, errors: [])
     none = {n["key"]: n["value"] for n in report.scaling_table(runs, scaling=SCALING)["numbers"]}
     assert none["hacksa-2019-rms"] is None
+
+
+def test_claim_predictions_use_the_errors_given_and_a_run_without_a_claimed_efficiency(monkeypatch):
+    from scalestudy.scaling import study
+
+    def refuse(*args):
+        raise AssertionError("the held-out errors were given: not computed again")
+
+    monkeypatch.setattr(study, "held_out_errors", refuse)
+    settings = {"claims": {"c": {"runs": {"experiment": "e"}, "devices": ["P100"], "network": "eth", "intra": "pcie",
+                                 "gpus_per_node": 4}},
+                "networks": {"eth": {"label": "Ethernet"}}}  # fmt: skip
+    # a published run of a model without a gradient size, and no efficiency_published column: claimed None
+    runs = pd.DataFrame({"run_id": ["r1"], "experiment": "e", "source": "published", "status": "FINISHED",
+                         "model": "nosuchnet", "workers": 64, "batch_per_worker": 32})  # fmt: skip
+    (row,) = study.claim_predictions(runs, settings, fitted=object(), errors={})
+    assert (row["claim"], row["model"], row["workers"], row["claimed"], row["batch_per_worker"]) == (
+        "c", "nosuchnet", 64, None, 32)  # fmt: skip
+    assert row["not_predicted"].startswith("no gradient size for model=nosuchnet")
