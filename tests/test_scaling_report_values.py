@@ -209,6 +209,7 @@ def test_claim_predictions_use_the_errors_given_and_a_run_without_a_claimed_effi
     assert (row["claim"], row["model"], row["workers"], row["claimed"], row["batch_per_worker"]) == (
         "c", "nosuchnet", 64, None, 32)  # fmt: skip
     assert row["not_predicted"].startswith("no gradient size for model=nosuchnet")
-    assert row["label"] == "c"  # no label: the claim's key
-    settings["claims"]["c"]["label"] = "A claim"
-    assert study.claim_predictions(runs, settings, fitted=object(), errors={})[0]["label"] == "A claim"
+    assert (row["label"], row["claim_text"], row["setting_note"]) == ("c", None, "")  # the claim's key; no words
+    settings["claims"]["c"].update(label="A claim", note=", as stated")
+    (row,) = study.claim_predictions(runs.assign(claim="near linear"), settings, fitted=object(), errors={})
+    assert (row["label"], row["claim_text"], row["setting_note"]) == ("A claim", "near linear", ", as stated")
