@@ -213,3 +213,60 @@ def test_claim_predictions_use_the_errors_given_and_a_run_without_a_claimed_effi
     settings["claims"]["c"].update(label="A claim", note=", as stated")
     (row,) = study.claim_predictions(runs.assign(claim="near linear"), settings, fitted=object(), errors={})
     assert (row["label"], row["claim_text"], row["setting_note"]) == ("A claim", "near linear", ", as stated")
+
+
+def test_claim_predictions_every_value_of_a_row_predicted_or_not(monkeypatch):
+    """predict, widened, compute_time and overlap_needed replaced by stand-ins that say what they were given (the
+    efficiency: the bytes in GB); the gradient size is the committed table's, the allreduce time the cost model's."""
+    from scalestudy.scaling import study
+
+    monkeypatch.setattr(study, "compute_time", lambda runs, s, device, model, batch: (0.25, f"{device} b{batch}"))
+    monkeypatch.setattr(study, "predict", lambda fitted, s, *, nbytes, network, **kw: {
+        "efficiency": nbytes / 1e9, "network": network, "fitted": fitted, **kw})  # fmt: skip
+    monkeypatch.setattr(study, "widened", lambda p, n, s, errors: {**p, "n": n, "errors": errors})
+    monkeypatch.setattr(study, "overlap_needed", lambda fitted, s, **kw: {"fitted": fitted, **kw})
+    links = {"eth": {"label": "Ethernet", "gbit_s": 8, "latency_us": 0},  # 1 GB/s
+             "pcie": {"label": "PCIe", "gbit_s": 80, "latency_us": 0},  # 10 GB/s
+             "ib": {"label": "InfiniBand", "gbit_s": 80, "latency_us": 0}}  # fmt: skip
+    settings = {"claims": {"c": {"runs": {"experiment": "e"}, "devices": ["K80", "P100"], "network": "eth",
+                                 "intra": "pcie", "gpus_per_node": 4}},
+                "networks": links, "what_ifs": ["eth", "ib"], "fp16_what_if": "ib"}  # fmt: skip
+    runs = pd.DataFrame({"run_id": ["r1", "r2"], "experiment": "e", "source": "published", "status": "FINISHED",
+                         "model": ["resnet50", "nosuchnet"], "workers": [8, 64], "batch_per_worker": [64, 32],
+                         "efficiency_published": [0.9, float("nan")]})  # fmt: skip
+    rows = study.claim_predictions(runs, settings, fitted="F", errors="E")
+    # by model: nosuchnet (no gradient size) on both devices, then resnet50 on both
+    assert [(r["model"], r["device"], "not_predicted" in r) for r in rows] == [
+        ("nosuchnet", "K80", True),
+        ("nosuchnet", "P100", True),
+        ("resnet50", "K80", False),
+        ("resnet50", "P100", False),
+    ]
+    assert rows[0]["not_predicted"].startswith("no gradient size for model=nosuchnet with 1000 classes")
+    assert rows[0]["claimed"] is None and "overlap_needed" not in rows[0]
+    row = rows[2]
+    nbytes = 25_583_592 * 4  # gradient_sizes.csv: resnet50,keras,1000 trainable parameters, fp32
+    assert (row["claimed"], row["compute_s"], row["compute_basis"], row["nbytes"]) == (0.9, 0.25, "K80 b64", nbytes)
+    common = {"workers": 8, "compute_s": 0.25, "gpus_per_node": 4, "intra": "pcie"}
+    wide = {**common, "fitted": "F", "n": 8, "errors": "E"}
+    assert row["what_ifs"] == {"eth": {"efficiency": nbytes / 1e9, "network": "eth", **wide},
+                               "ib": {"efficiency": nbytes / 1e9, "network": "ib", **wide}}  # fmt: skip
+    assert row["fp16"] == {"efficiency": nbytes / 2 / 1e9, "network": "ib", **wide}  # half the bytes
+    assert row["predicted"] == {"efficiency": nbytes / 1e9, "network": "eth", **wide}
+    # 4 GPUs a node, 2 nodes: 2 * 3/4 * nbytes / 1e10 inside + 2 * 1/2 * nbytes / 1e9 between
+    assert row["allreduce_s"] == pytest.approx(1.5 * nbytes / 1e10 + nbytes / 1e9, rel=1e-12)
+    assert row["overlap_needed"] == {"fitted": "F", "nbytes": nbytes, "network": "eth", "target": 0.9, **common}
+
+
+def test_the_overlap_needed_at_and_beyond_a_whole_overlap():
+    from scalestudy.scaling import study
+
+    # 2 GPUs on one node, 1 GB/s, no latency: the allreduce of 1e9 bytes takes 2 * 1/2 * 1e9 / 1e9 = 1 s
+    settings = {"networks": {"n": {"gbit_s": 8, "latency_us": 0}}}
+    args = {"workers": 2, "nbytes": 1e9, "gpus_per_node": 2, "intra": "n", "network": "n"}
+    # step 1 s, target 100 %: nothing may show, so all of the 1 s allreduce must hide: overlap 1
+    assert study.overlap_needed(None, settings, compute_s=1.0, target=1.0, **args) == 1.0
+    assert study.overlap_needed(None, settings, compute_s=0.5, target=1.0, **args) is None  # 2: impossible
+    # step 1 s at 80 %: 0.25 s may show, so 0.75 s must hide
+    assert study.overlap_needed(None, settings, compute_s=1.0, target=0.8, **args) == pytest.approx(0.75)
+    assert study.overlap_needed(None, settings, compute_s=1.0, target=0.4, **args) == 0.0  # 1.5 s may show
