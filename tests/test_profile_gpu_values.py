@@ -369,3 +369,16 @@ def test_a_header_counting_more_than_16_million_pages_is_truncated(mini):
     mini.write_bytes(bytes(data))
     with pytest.raises(ProfileError, match=r"its header counts 16777217 pages of "):
         summarize_sqlite(mini)
+
+
+def test_summarize_passes_the_top_count_on_to_either_format_and_reads_a_timeline_after_blank_lines(tmp_path):
+    from test_profile import TIMELINE
+
+    from scalestudy.profile import summarize
+
+    assert (len(summarize(NVPROF_TF).top), len(summarize(NVPROF_TF, top=2).top)) == (10, 2)  # 13 kernel names
+    timeline = tmp_path / "timeline.json"
+    timeline.write_text("\n  " + (PROFILES / TIMELINE).read_text())  # blank lines before the '['
+    assert len(summarize(timeline, top=3).top) == 3 and len(summarize(timeline).top) > 3
+    with pytest.raises(ProfileError, match=rf"^{tmp_path}: cannot read \(Is a directory\)$"):
+        summarize(tmp_path)
