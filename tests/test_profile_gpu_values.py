@@ -382,3 +382,20 @@ def test_summarize_passes_the_top_count_on_to_either_format_and_reads_a_timeline
     assert len(summarize(timeline, top=3).top) == 3 and len(summarize(timeline).top) > 3
     with pytest.raises(ProfileError, match=rf"^{tmp_path}: cannot read \(Is a directory\)$"):
         summarize(tmp_path)
+
+
+def test_summarize_names_a_damaged_sqlite_header_and_a_file_of_neither_format(tmp_path):
+    from scalestudy.profile import summarize
+
+    damaged = tmp_path / "damaged.sqlite"
+    damaged.write_bytes(b"SQLite format 2\x00" + bytes(100))  # not the magic of SQLite 3
+    with pytest.raises(ProfileError, match=rf"^{damaged}: damaged SQLite header$"):
+        summarize(damaged)
+    report = tmp_path / "report.nsys-rep"
+    report.write_bytes(b"\x00\x01 a binary report")
+    with pytest.raises(ProfileError) as err:
+        summarize(report)
+    assert str(err.value) == (
+        f"{report}: neither an SQLite database (Nsight Systems or nvprof export) nor a JSON Horovod timeline (an "
+        ".nsys-rep report must be exported first: nsys export --type sqlite FILE.nsys-rep)"
+    )
