@@ -507,3 +507,13 @@ def test_a_journal_that_cannot_be_rolled_back_is_one_line(tmp_path):
     assert str(err.value) == (
         f"store {store}: its journal {tmp_path / 'store.db-journal'} could not be rolled back (file is not a database)"
     )
+
+
+def test_the_reader_checks_an_http_or_https_store_first_and_no_other(monkeypatch, tmp_path):
+    from scalestudy.store import read
+
+    checked = []
+    monkeypatch.setattr(read, "check_server", checked.append)
+    for uri in ("http://127.0.0.1:5000", "https://mlflow.example.org/", f"sqlite:///{tmp_path / 'x.db'}"):
+        assert read.reader(uri).tracking_uri == uri
+    assert checked == ["http://127.0.0.1:5000", "https://mlflow.example.org/"]
