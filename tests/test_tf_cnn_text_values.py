@@ -186,3 +186,22 @@ def test_horovod_ranks_summed(tmp_path):
         SchemaError, match=r"^\S*hvd\.txt:11: the run starting at line 1 stops with 1 of 2 ranks' totals "
     ):
         parse(log, options(platform="p", device="V100"))
+
+
+def test_a_command_with_bare_flags_and_an_environment_prefix(trace_lines, tmp_path):
+    # run4 edited: its command starts with a variable (kept whole), ends in two flags without values, and its
+    # `Use NCCL: True` header line is dropped, so the bare --use_nccl says it (tf_cnn_benchmarks: a bare flag is true)
+    def edit(lines):
+        command = lines[0].replace("+ python", "+ XLA_FLAGS=--xla_gpu_autotune_level=0 python")
+        return [command + " --use_nccl --data_dir"] + [x for x in lines[1:] if not x.startswith("Use NCCL")]
+
+    (rec,) = parse(run4(trace_lines, tmp_path, edit), options(platform="p"))
+    command = "python ./tf_cnn_benchmarks.py --model inception3 --num_gpus 2 --variable_update replicated"
+    assert rec.tags["command"] == f"XLA_FLAGS=--xla_gpu_autotune_level=0 {command} --use_nccl --data_dir"
+    assert rec.tags["use_nccl"] == "true" and rec.params["data"] == "synthetic"  # --data_dir names no folder
+
+
+def test_a_trace_line_right_after_another_is_a_run_of_that_line_alone(trace_lines, tmp_path):
+    log = run4(trace_lines, tmp_path, lambda lines: lines[:1] + lines)
+    with pytest.raises(SchemaError, match=rf"^{log}:1: the run starting at line 1 has no 'Model:' header line$"):
+        parse(log, options(platform="p"))
