@@ -205,3 +205,20 @@ def test_a_trace_line_right_after_another_is_a_run_of_that_line_alone(trace_line
     log = run4(trace_lines, tmp_path, lambda lines: lines[:1] + lines)
     with pytest.raises(SchemaError, match=rf"^{log}:1: the run starting at line 1 has no 'Model:' header line$"):
         parse(log, options(platform="p"))
+
+
+def test_a_run_without_a_trace_line_or_a_tensorflow_line_starts_at_its_model_line(trace_lines, tmp_path):
+    # run4 (55 lines), then run4 again without its trace line (:1) and its `TensorFlow:  1.3` (:27): the second
+    # run's GPU lines come after the first run's total, before its header; file line = 54 + k (53 + k after :27)
+    log = run4(trace_lines, tmp_path, lambda lines: lines + [x for x in lines[1:] if not x.startswith("TensorFlow:")])
+    first, second = parse(log, options(platform="p", data="synthetic"))  # the second run does not say it
+    assert (first.where, second.where) == (f"{log}:1", f"{log}:81")  # run4's Model line, :28
+    assert second.tags["device_name"] == "Tesla M60" and "tensorflow_version" not in second.tags
+    assert "device: run4.txt:62" in second.tags["source_lines"]  # run4's `name: Tesla M60`, :8
+    assert second.metrics == {"throughput_total": 94.57} and "command" not in second.tags
+
+
+def test_a_per_device_line_counts_only_right_after_the_batch_size(trace_lines, tmp_path):
+    log = run4(trace_lines, tmp_path, lambda lines: lines[:30] + ["(a line between)"] + lines[30:])
+    with pytest.raises(SchemaError, match=r"has no 'Batch size: G global' / 'P per device' header$"):
+        parse(log, options(platform="p"))
