@@ -222,3 +222,18 @@ def test_a_per_device_line_counts_only_right_after_the_batch_size(trace_lines, t
     log = run4(trace_lines, tmp_path, lambda lines: lines[:30] + ["(a line between)"] + lines[30:])
     with pytest.raises(SchemaError, match=r"has no 'Batch size: G global' / 'P per device' header$"):
         parse(log, options(platform="p"))
+
+
+def test_the_device_without_a_devices_line_with_cpu_and_gpu_devices_and_with_two_kinds_of_gpu(trace_lines, tmp_path):
+    def device(edit) -> str:
+        (rec,) = parse(run4(trace_lines, tmp_path, edit), options(platform="p"))
+        return rec.params["device"]
+
+    assert device(lambda lines: [x for x in lines if not x.startswith("Devices:")]) == "M60"  # the GPU lines say
+    both = lambda lines: [x.replace("['/gpu:0', '/gpu:1']", "['/cpu:0', '/gpu:0']") for x in lines]  # noqa: E731
+    assert device(both) == "M60"  # a CPU among the devices: still a GPU run
+    log = run4(trace_lines, tmp_path, lambda lines: lines[:12] + ["name: Tesla K80"] + lines[12:])
+    with pytest.raises(SchemaError) as err:
+        parse(log, options(platform="p"))
+    assert str(err.value) == (f"{log}:1: the log lists several kinds of GPU (Tesla M60 (run4.txt:8), Tesla K80 "
+                              "(run4.txt:13)): give the run's with --device")  # fmt: skip
