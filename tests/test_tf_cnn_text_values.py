@@ -237,3 +237,14 @@ def test_the_device_without_a_devices_line_with_cpu_and_gpu_devices_and_with_two
         parse(log, options(platform="p"))
     assert str(err.value) == (f"{log}:1: the log lists several kinds of GPU (Tesla M60 (run4.txt:8), Tesla K80 "
                               "(run4.txt:13)): give the run's with --device")  # fmt: skip
+
+
+def test_the_variable_update_from_the_command_line_where_no_variables_line_says_it(trace_lines, tmp_path):
+    def update(edit) -> str:
+        (rec,) = parse(run4(trace_lines, tmp_path, edit), options(platform="p"))
+        return rec.params["variable_update"]
+
+    no_line = lambda lines: [x for x in lines if not x.startswith("Variables:")]  # noqa: E731
+    assert update(no_line) == "replicated (nccl)"  # --variable_update replicated, Use NCCL True
+    bare = lambda lines: [lines[0].replace(" --variable_update replicated", "")] + no_line(lines)[1:]  # noqa: E731
+    assert update(bare) == "parameter_server (gpu)"  # tf_cnn_benchmarks' default, on its default device
