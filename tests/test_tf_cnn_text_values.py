@@ -248,3 +248,17 @@ def test_the_variable_update_from_the_command_line_where_no_variables_line_says_
     assert update(no_line) == "replicated (nccl)"  # --variable_update replicated, Use NCCL True
     bare = lambda lines: [lines[0].replace(" --variable_update replicated", "")] + no_line(lines)[1:]  # noqa: E731
     assert update(bare) == "parameter_server (gpu)"  # tf_cnn_benchmarks' default, on its default device
+
+
+def test_what_the_log_does_not_say_is_asked_for_by_its_option_and_a_given_value_keeps_the_logs(trace_lines, tmp_path):
+    named = ("name: Tesla", "Creating TensorFlow device")  # the lines that name the GPU (:8, :15, :25, :26)
+    no_gpu = run4(trace_lines, tmp_path, lambda lines: [x for x in lines if not any(n in x for n in named)])
+    with pytest.raises(SchemaError) as err:
+        parse(no_gpu, options(platform="p"))
+    assert str(err.value) == f"{no_gpu}:1: the log does not say the run's device: give it with --device"
+    log = run4(trace_lines, tmp_path)
+    with pytest.raises(SchemaError) as err:
+        parse(log, options())
+    assert str(err.value) == f"{log}:1: the log does not say the run's platform: give it with --platform"
+    (rec,) = parse(log, options(platform="p", data="real"))  # the caller's data wins, the log's is kept
+    assert rec.params["data"] == "real" and rec.tags["log_data"] == "synthetic"
