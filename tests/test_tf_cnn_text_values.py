@@ -262,3 +262,5 @@ def test_what_the_log_does_not_say_is_asked_for_by_its_option_and_a_given_value_
     assert str(err.value) == f"{log}:1: the log does not say the run's platform: give it with --platform"
     (rec,) = parse(log, options(platform="p", data="real"))  # the caller's data wins, the log's is kept
     assert rec.params["data"] == "real" and rec.tags["log_data"] == "synthetic"
+    (rec,) = parse(log, options(platform="p", framework="mxnet"))  # as a caller may say it (the parser: tensorflow)
+    assert rec.params["framework"] == "mxnet" and rec.tags["log_framework"] == "tensorflow"
