@@ -491,3 +491,20 @@ def test_table_and_summary_functions_of_a_plan(logs):
     assert command._listed(list("abcde")) == "a, b, c, d, e" and command._listed(list("abcdef")) == (
         "a, b, c, d, e and 1 more"
     )
+
+
+def test_a_workers_note_is_added_to_the_warnings_a_parser_gave(logs, monkeypatch):
+    from scalestudy.ingest.logs import WARNING_TAG, keras_mgpu, scan_logs
+
+    parse = keras_mgpu.parse
+
+    def warned(path, options):  # as a parser that warns about a file beside the log (the MLPerf one does)
+        runs = parse(path, options)
+        for run in runs:
+            run.tags[WARNING_TAG] = "a file beside it: not read"
+        return runs
+
+    monkeypatch.setattr(keras_mgpu, "parse", warned)
+    (run,) = scan_logs([logs / "two.txt"], LogOptions(source=user_source("mine"), platform="p", workers=1)).records
+    note = f"{logs / 'two.txt'}: --workers 1 not used: the log says 2 GPUs"
+    assert run.tags[WARNING_TAG] == f"a file beside it: not read | {note}"

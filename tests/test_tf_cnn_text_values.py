@@ -264,3 +264,11 @@ def test_what_the_log_does_not_say_is_asked_for_by_its_option_and_a_given_value_
     assert rec.params["data"] == "real" and rec.tags["log_data"] == "synthetic"
     (rec,) = parse(log, options(platform="p", framework="mxnet"))  # as a caller may say it (the parser: tensorflow)
     assert rec.params["framework"] == "mxnet" and rec.tags["log_framework"] == "tensorflow"
+
+
+def test_a_long_command_is_kept_to_its_first_250_characters(trace_lines, tmp_path):
+    (rec,) = parse(
+        run4(trace_lines, tmp_path, lambda lines: [lines[0] + " --x" * 60, *lines[1:]]), options(platform="p")
+    )
+    full = trace_lines[163].lstrip("+ ") + " --x" * 60  # 85 + 240 characters
+    assert rec.tags["command"] == full[:250] and len(full) > 250
