@@ -85,6 +85,8 @@ def test_the_sidecar_keeps_the_config_the_runs_and_the_ui_link(published):
     assert data["derive"] == DERIVE
     assert [run["run_id"] for run in data["mlflow_runs"]] == ["r1", "r2"]
     assert data["mlflow_ui"]["saved_view"]["name"] == "figure-t · 2 runs · Throughput"
+    assert sorted(data["mlflow_ui"]["saved_view"]) == ["experiment_ids", "key", "name"]
+    assert data["mlflow_ui"]["saved_view"]["experiment_ids"] == ["1"] and data["mlflow_ui"]["saved_view"]["key"]
 
 
 def test_the_caption_and_a_problem_of_it_are_written_and_warned(published):
