@@ -91,3 +91,37 @@ def test_the_overlap_share_needs_some_communication():
     # 0.5 ms of allreduce per step, 0.25 exposed: half of it hidden behind compute
     assert step_metrics([step(0, 0.5, 0.25)])["step_comm_overlap_share"] == pytest.approx(0.5)
     assert "step_comm_overlap_share" not in step_metrics([step(0, 0.0, 0.0)])  # nothing to hide
+
+
+def test_summarize_timeline_cuts_every_activity_to_the_windows_end(tmp_path):
+    import json
+
+    from scalestudy.profile.timeline import summarize_timeline
+
+    # tensor 1: ALLREDUCE 0-2 s after the first event (at ts 1000 us); "X:" activities are not timed
+    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "grad_w"}},
+              {"ph": "B", "pid": 1, "ts": 1000, "name": "ALLREDUCE"},
+              {"ph": "B", "pid": 1, "ts": 1000, "name": "X:inner"}, {"ph": "E", "pid": 1, "ts": 3000},
+              {"ph": "E", "pid": 1, "ts": 2_001_000}]  # fmt: skip
+    path = tmp_path / "timeline.json"
+    path.write_text(json.dumps(events))
+    whole = summarize_timeline(path)
+    assert [(c["class"], c["ms"]) for c in whole.classes] == [("ALLREDUCE", 2000.0)]
+    cut = summarize_timeline(path, window=(0.5, 1.5))  # 0.5 s to 1.5 s after the first event: 1000 ms of it
+    assert [(c["class"], c["ms"]) for c in cut.classes] == [("ALLREDUCE", 1000.0)]
+    assert [(t["name"], t["ms"]) for t in cut.top] == [("grad_w", 1000.0)]
+
+
+def test_summarize_timeline_top_ten_by_default_and_a_window_from_a_first_event_at_zero(tmp_path):
+    import json
+
+    from scalestudy.profile.timeline import summarize_timeline
+
+    events = [e for p in range(1, 13) for e in ({"ph": "B", "pid": p, "ts": 0, "name": "ALLREDUCE"},
+                                                {"ph": "E", "pid": p, "ts": 1_000_000 * p})]  # fmt: skip
+    path = tmp_path / "timeline.json"
+    path.write_text(json.dumps(events))
+    assert len(summarize_timeline(path).top) == 10  # of 12 tensors
+    # the first event at ts 0: the window counts from 0, so tensor 1's 1 s allreduce is cut to 0.25 s exactly
+    cut = summarize_timeline(path, window=(None, 0.25))
+    assert {t["name"]: t["ms"] for t in cut.top}["pid 1"] == 250.0
