@@ -10,6 +10,7 @@ import pytest
 from pdfminer.pdfdocument import PDFDocument
 from pdfminer.pdfparser import PDFParser
 from PIL import Image
+from test_atomic_writes import tiny_figure
 
 from scalestudy.paper import figures
 from scalestudy.paper.style import PRINT_WIDTH_IN
@@ -18,23 +19,12 @@ DERIVE = {"_target_": "scalestudy.derive.scaling", "group": ["experiment"]}
 
 
 def spec_and_runs(source: str) -> tuple[dict, pd.DataFrame]:
-    spec = {"name": "figure-t", "title": "Throughput", "measured_title": "Measured throughput",
-            "caption": "over $N$ GPUs", "runs": {source: {"experiment": "e"}}, "derive": DERIVE,
-            "plot": {"x": "workers", "panels": [{"y": ["throughput_total"]}]}}  # fmt: skip
-    runs = pd.DataFrame(
-        {
-            "run_id": ["r2", "r1"],
-            "run_name": ["two", "one"],
-            "experiment": "e",
-            "experiment_id": "1",
-            "source": source,
-            "status": "FINISHED",
-            "workers": [2, 1],
-            "throughput_total": [19.0, 10.0],
-            "device": "cpu",
-        }
-    )
-    return spec, runs
+    """tests/test_atomic_writes.py's two-run figure of `source`'s runs on CPUs, with a measured title, a caption that
+    prints literally and a derive step; the runs in reverse order (the files list them sorted)."""
+    spec, runs = tiny_figure("Throughput")
+    spec.update(measured_title="Measured throughput", caption="over $N$ GPUs", runs={source: {"experiment": "e"}},
+                derive=DERIVE)  # fmt: skip
+    return spec, runs.iloc[::-1].reset_index(drop=True).assign(source=source, device="cpu")
 
 
 def pdf_info(path) -> dict[str, str]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_tables import config, tf_runs
 
 from scalestudy.paper import tables
-from tests.test_tables import config, tf_runs
 
 N_RUNS = 64  # table 1 selects every run of the benchmarks page (tests/test_tables.py: tf_runs)
 
