@@ -76,10 +76,33 @@ def test_family_membership():
 @pytest.mark.parametrize(
     ("model", "kind"),
     [("NVIDIA H100-SXM5-80GB", "GPU"), ("Tesla V100-SXM2-16GB", "GPU"), ("tpu-v4", "TPU"), ("TPU", "TPU"),
-     ("Graphcore Bow IPU", "IPU"), ("Habana Gaudi", "Gaudi"), ("Ascend910", "Ascend"), ("N/A", "other")],
+     ("Graphcore Bow IPU", "IPU"), ("Habana Gaudi", "Gaudi"), ("Ascend910", "Ascend"), ("N/A", "other"),
+     ("HL-225H", "Gaudi")],  # a Gaudi card named by its model number alone (the corpus always says Gaudi too)
 )  # fmt: skip
 def test_accelerator_kind(model, kind):
     assert derive.accelerator_kind(model) == kind
+
+
+def test_families_from_runs_without_some_params_and_with_text_numbers():
+    """Runs as another store may hold them: params missing (a column absent, not empty), numbers as MLflow keeps
+    params (text), a count no number can be made of, a 1-GPU system as the family's base."""
+    bare = pd.DataFrame([{"round": "v1.0", "workers": str(n), "throughput_total": 100.0 * n * (1 - n / 100),
+                          "time_total_s": 600.0 / n, "accelerator_model": "A100", "epochs": str(e)}
+                         for n, e in ((1, 30), (2, 30), (4, 36))]
+                        + [{"round": "v1.0", "workers": "some", "throughput_total": 1.0, "time_total_s": 1.0,
+                            "accelerator_model": "A100", "epochs": "n/a"}])  # fmt: skip
+    fam = derive.scale_families(bare).set_index("accelerators")
+    assert list(fam.index) == [1, 2, 4]  # "some" GPUs: left out; the 1-GPU system is the base
+    # no submitter or framework stated: each reads nan in the family's name, one family all the same
+    assert set(fam["family"]) == {"v1.0 · nan · a100 · nan"}
+    assert fam.loc[4, "efficiency_throughput"] == pytest.approx(96 / 99)  # 400 * 0.96 / 4 over 100 * 0.99
+    assert fam.loc[4, "epochs_ratio"] == pytest.approx(36 / 30)  # from the text "36" over "30"
+    assert fam["global_batch"].isna().all() and fam["batch_ratio"].isna().all()
+    # without epochs: still a family; without a round (no MLPerf round), count, throughput, time or accelerator: none
+    assert len(derive.scale_families(bare.drop(columns="epochs"))) == 3
+    for column in ("round", "workers", "throughput_total", "time_total_s", "accelerator_model"):
+        none = derive.scale_families(bare.drop(columns=column))
+        assert none.empty and set(derive.FAMILY_COLUMNS) <= set(none.columns), column
 
 
 def test_efficiency_at_scale_frame():
