@@ -168,6 +168,10 @@ def test_held_out_points_are_predicted_not_fitted(published):
     assert inception["observed"] == pytest.approx(1783 / (64 * 29.7))  # the page's images/s
     for h in tf["held_out"]:
         assert h["error"] == pytest.approx(h["predicted"] - h["observed"])
+    tf_runs = runs[runs["experiment"] == "tf-benchmarks-2017"].set_index("run_id")
+    ids = [h["run_id"] for h in tf["held_out"]]  # each point names the run it was measured in
+    workers = [h["workers"] for h in tf["held_out"]]
+    assert len(set(ids)) == 10 and tf_runs.loc[ids, "workers"].astype(int).tolist() == workers
     hacksa = results["hacksa-2019"]
     assert [(h["model"], h["workers"]) for h in hacksa["held_out"]] == [("vgg19", 32)]
     assert any("inception4" in s for s in hacksa["skipped"])
