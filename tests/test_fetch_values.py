@@ -126,6 +126,49 @@ def test_a_listing_that_is_not_a_list_names_its_line(tmp_path):
     assert str(err.value) == f"{folder / 'source.yaml'}:3: raw_files is not a list of path, url, sha256"
 
 
+def test_listings_without_a_line_per_entry_name_the_raw_files_line_else_line_1(tmp_path):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    yml = folder / "source.yaml"
+
+    def refusal(text: str) -> str:
+        yml.write_text(text)
+        with pytest.raises(SchemaError) as err:
+            raw_files(yaml.safe_load(text), folder)
+        return str(err.value)
+
+    # YAML's flow style: no `- path:` line, so the entry is named by its raw_files line, or line 1 where that is
+    # not a line of its own either
+    assert refusal("name: d\nraw_files: [{path: a, url: 'https://h/a', sha256: f00}]\n") == (
+        f"{yml}:2: raw file 'a': sha256 'f00' is not 64 hexadecimal digits")  # fmt: skip
+    assert refusal("{name: d, raw_files: [{path: a, url: 'ftp://h/a', sha256: f00}]}\n") == (
+        f"{yml}:1: raw file 'a': url 'ftp://h/a' is not an http(s) URL")  # fmt: skip
+    assert refusal("{name: d, raw_files: 3}\n") == f"{yml}:1: raw_files is not a list of path, url, sha256"
+    # the second entry, one key short: named by its number and its own line
+    second = (
+        f"raw_files:\n  - path: a\n    url: https://h/a\n    sha256: {'a' * 64}\n  - path: b\n    url: https://h/b\n"
+    )
+    assert refusal(second) == f"{yml}:5: raw_files entry 2 needs exactly the keys path, url and sha256"
+
+
+def test_a_listing_with_bytes_that_are_not_utf8_still_gives_its_lines(tmp_path):
+    path = tmp_path / "source.yaml"
+    path.write_bytes(b"# caf\xe9 (Latin-1)\nraw_files:\n  - path: a\n")
+    assert _key_lines(path) == {"raw_files": 2, ("path", 0): 3}
+
+
+def test_a_file_in_neither_mirror_folder_names_both(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    monkeypatch.setenv("SCALESTUDY_DATA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", str(mirror))
+    raw = RawFile("a", f"http://127.0.0.1:{free_port()}/a", LOG1_SHA, "source.yaml:3")
+    with pytest.raises(SchemaError) as err:
+        fetch_raw_files("d", [raw], mirror_folder="m")
+    assert f"d/a: not in the cache ({tmp_path / 'cache' / 'd' / 'a'}), nor in the mirror ({mirror / 'm' / 'a'} or " \
+           f"{mirror / 'd' / 'a'}), and {raw.url} could not be fetched" in str(err.value)  # fmt: skip
+
+
 @pytest.mark.parametrize("path", ["/etc/passwd", "a/../b", "a//b", "./a", ""])
 def test_a_path_that_is_not_plain_is_refused(tmp_path, path):
     folder = tmp_path / "d"

@@ -92,6 +92,18 @@ def test_sqlite_reader_equals_mlflow_api(uri):
     assert fast.workers.dtype.kind in "if" and fast.throughput_total.tolist() == [100.0, 700.0]
 
 
+def test_a_description_that_cannot_be_written_names_the_store(uri, monkeypatch):
+    from scalestudy.store import describe_experiments, views
+
+    def fail(client, uri, name):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(views, "ensure_experiment", fail)
+    with pytest.raises(StoreError) as err:
+        describe_experiments({"unit": "text"}, uri)
+    assert str(err.value) == f"store {uri}: writing failed: RuntimeError: disk on fire"
+
+
 def test_descriptions_and_saved_views_are_written_only_when_they_change(uri):
     from mlflow import MlflowClient
 
@@ -103,6 +115,11 @@ def test_descriptions_and_saved_views_are_written_only_when_they_change(uri):
     client = MlflowClient(tracking_uri=uri)
     experiment_id = client.get_experiment_by_name("unit").experiment_id
     assert client.get_experiment(experiment_id).tags["mlflow.note.content"] == "one run per test"
+    # an experiment described before any run: made with its artifacts in the store's own folder
+    from scalestudy.store.address import artifact_root
+
+    assert describe_experiments({"later": "runs to come"}, uri) == ["later"]
+    assert client.get_experiment_by_name("later").artifact_location == (artifact_root(uri) / "later").as_uri()
 
     ours = lambda key: key.startswith("ours-")  # noqa: E731
     client.set_experiment_tag(experiment_id, SAVED_VIEW_TAG + "someone-elses", "{}")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
+
 from scalestudy.ui.links import experiment_view, owned, runs_view
 
 
@@ -32,6 +34,11 @@ def test_a_view_is_a_pure_function_of_its_runs():
     assert both.experiment_ids == ("1", "10")  # the UI reads the view from the first: it is saved in both
     assert both.link.startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%2210%22%5D&workflowType=")
     assert both.name == "figure-7 · 3 runs in tf-benchmarks-2017, horovod-docs"
+    # experiments in the order of their ids as numbers (9 before 10), then ids that are not numbers
+    later = runs_view("figure-7", [("c" * 32, "10", "a"), ("d" * 32, "9", "b"), ("e" * 32, "x", "c")])
+    assert later.experiment_ids == ("9", "10", "x") and later.name == "figure-7 · 3 runs in b, a, c"
+    with pytest.raises(ValueError, match=r"^figure-7: no runs to link to$"):
+        runs_view("figure-7", [])
     assert experiment_view("1").key == experiment_view("2").key and experiment_view("1").state["searchFilter"] == ""
     every = experiment_view("1")
     assert every.name == "all runs" and json.loads(every.tag_value())["name"] == "all runs"
