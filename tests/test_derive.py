@@ -58,6 +58,17 @@ def test_scaling_two_baselines_in_a_group_is_an_error():
         derive.scaling(table, group=["model"])
 
 
+def test_scaling_without_a_group_takes_the_whole_table_as_one():
+    # rows labelled from 10 (as after a filter): the check of the baselines must follow the table's own index
+    table = runs([("a", "one", "m", 1, 100.0, 10.0), ("b", "two", "n", 4, 300.0, 5.0)]).set_axis([10, 11])
+    out = derive.scaling(table, group=[]).set_index("run_id")
+    assert out.loc["b", "speedup_speed"] == pytest.approx(3.0) and out.loc["b", "efficiency_time"] == 0.5
+    two = pd.concat([table, runs([("c", "three", "m", 1, 90.0, 11.0)]).set_axis([12])])
+    with pytest.raises(ValueError) as err:
+        derive.scaling(two, group=[])
+    assert str(err.value) == "more than one 1-worker baseline in a group of []: one, three"
+
+
 def tf_runs(rows):
     cols = ["run_id", "device", "platform", "model", "workers", "variable_update", "throughput_total"]
     table = pd.DataFrame(rows, columns=cols)
