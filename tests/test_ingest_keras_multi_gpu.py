@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import REFERENCE, dataset_copy, require_raw_data, run_module
+from helpers import REFERENCE, dataset_copy, require_raw_data, run_here
 
 from scalestudy import derive
 from scalestudy.ingest import keras_multi_gpu
@@ -147,7 +147,7 @@ def test_a_changed_published_value_is_a_disagreement(tmp_path):
     assert bad.iloc[0]["log"] == pytest.approx(57.15 / 39.07)  # 7gforce log lines 179 and 54
 
 
-def test_a_bad_row_stops_the_import_naming_its_line(tmp_path):
+def test_a_bad_row_stops_the_import_naming_its_line(tmp_path, monkeypatch, capsys):
     folder = dataset_copy(tmp_path, DATASET)
     csv = folder / "measurements.csv"
     text = csv.read_text().replace("keras-resnet50,7gforce,keras,kuza55", "keras-resnet50,8gforce,keras,kuza55", 1)
@@ -155,7 +155,8 @@ def test_a_bad_row_stops_the_import_naming_its_line(tmp_path):
     with pytest.raises(SchemaError, match=r"measurements\.csv:\d+: column 'machine': unknown '8gforce'"):
         keras_multi_gpu.read(folder)
     store = f"sqlite:///{tmp_path / 'store.db'}"
-    proc = run_module("scalestudy.ingest", "--reference-dir", str(folder.parent), DATASET, uri=store, check=False)
+    proc = run_here("scalestudy.ingest", "--reference-dir", str(folder.parent), DATASET, uri=store,
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
     assert proc.returncode == 2 and "nothing was written" in proc.stderr and "8gforce" in proc.stderr
     assert "created" not in proc.stdout
     db = Path(store[len("sqlite:///") :])
@@ -166,6 +167,7 @@ def test_a_bad_row_stops_the_import_naming_its_line(tmp_path):
         assert runs.empty or DATASET not in set(runs.get("experiment", []))
 
 
-def test_the_dataset_is_what_figure_8_and_table_5_import():
-    proc = run_module("scalestudy.ingest", "--list", "--for", "figure-8", "table-5", uri="sqlite:///unused.db")
+def test_the_dataset_is_what_figure_8_and_table_5_import(monkeypatch, capsys):
+    proc = run_here("scalestudy.ingest", "--list", "--for", "figure-8", "table-5", uri="sqlite:///unused.db",
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
     assert proc.stdout.split() == [DATASET]

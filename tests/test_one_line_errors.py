@@ -5,7 +5,7 @@ The cases with a running server, a full disk or a real store: tests/integration/
 from __future__ import annotations
 
 import pytest
-from helpers import run_module
+from helpers import run_here, run_module
 from test_profile import PROFILES, TIMELINE, needs_profiles
 from test_reliability import one_line_error
 
@@ -73,9 +73,9 @@ def test_model_predict_refuses_a_bad_argument_naming_it(argument, expected):
     assert str(refused.value) == expected
 
 
-def test_the_model_command_says_it_in_one_line(tmp_path):
+def test_the_model_command_says_it_in_one_line(tmp_path, monkeypatch, capsys):
     """Checked before the store is read (this store does not exist)."""
-    proc = run_module("scalestudy.scaling", "predict", "model=vgg16", "workers=2.5",
-                      uri=f"sqlite:///{tmp_path / 'none.db'}", check=False)  # fmt: skip
+    proc = run_here("scalestudy.scaling", "predict", "model=vgg16", "workers=2.5",
+                    uri=f"sqlite:///{tmp_path / 'none.db'}", monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
     one_line_error(proc, "error: argument workers is 2.5, not a whole number >= 1")
     assert proc.stdout == ""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import run_module
+from helpers import run_here, run_module
 
 from scalestudy.paper.selection import EmptySelection, select_runs
 
@@ -60,7 +60,8 @@ def test_a_numeric_filter_matches_numbers_whatever_their_type():
         select_runs(runs, {"published": {"epochs": 11}}, "published", "t")
 
 
-def test_an_unknown_figure_lists_the_known_ones(tmp_path):
-    proc = build("sqlite:///unused.db", tmp_path, "figure-99")
+def test_an_unknown_figure_lists_the_known_ones(tmp_path, monkeypatch, capsys):
+    proc = run_here("scalestudy.paper", "figure-99", f"out_dir={tmp_path}", uri="sqlite:///unused.db",
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
     line = one_line_error(proc, "figure-99", "figure-1", "figure-7", "table-3")
     assert line.count(",") >= 9

@@ -9,7 +9,7 @@ import re
 import matplotlib.text
 import pandas as pd
 import pytest
-from helpers import REPO, run_module
+from helpers import REPO, run_here
 from omegaconf import OmegaConf
 
 from scalestudy.config import compose
@@ -68,8 +68,10 @@ def test_figure7_is_drawn_at_print_size(figure7):
     assert len(points) == len(table)
 
 
-def test_table4_and_the_numbers_the_text_quotes(published_store, tmp_path):
-    run_module("scalestudy.paper", "table-4", f"out_dir={tmp_path}", uri=published_store)
+def test_table4_and_the_numbers_the_text_quotes(published_store, tmp_path, monkeypatch, capsys):
+    built = run_here("scalestudy.paper", "table-4", f"out_dir={tmp_path}", uri=published_store,
+                     monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
+    assert built.returncode == 0, built.stderr
     data = json.loads((tmp_path / "tables" / "table-4.json").read_text())["data"]
     tf = next(v for v in data["validation"] if v["dataset"] == "tf-benchmarks-2017")
     point = next(h for h in tf["held_out"] if h["group"] == "Inception-v3 · batch 64" and h["workers"] == 64)
@@ -86,10 +88,10 @@ def test_table4_and_the_numbers_the_text_quotes(published_store, tmp_path):
     assert "\\textbf{" in tex and "not predicted" in tex and "nan" not in tex.lower()
 
 
-def test_bulk_builds_skip_a_figure_of_measured_runs_only(published_store, tmp_path):
+def test_bulk_builds_skip_a_figure_of_measured_runs_only(published_store, tmp_path, monkeypatch, capsys):
     # figure 9 without its published timelines: a figure of runs measured here only
-    alone = run_module("scalestudy.paper", "figure-9", "figure.runs.published=null", f"out_dir={tmp_path}",
-                       uri=published_store, check=False)  # fmt: skip
+    alone = run_here("scalestudy.paper", "figure-9", "figure.runs.published=null", f"out_dir={tmp_path}",
+                     uri=published_store, monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
     assert alone.returncode == 1 and "declares no runs for source=published" in alone.stderr
     assert not (tmp_path / "figures" / "figure-9.json").exists()
 
