@@ -42,7 +42,15 @@ def test_scaling_hacksa_formula_equals_total_throughput_ratio():
 def test_scaling_without_baseline_is_nan_not_invented():
     table = runs([("x8", "x 8", "m", 8, 800.0, 10.0), ("x16", "x 16", "m", 16, 1500.0, 6.0)])
     out = derive.scaling(table, group=["model"])
-    assert out["speedup_speed"].isna().all() and out["efficiency_time"].isna().all()
+    assert len(out) == 2 and out["speedup_speed"].isna().all() and out["efficiency_time"].isna().all()
+    # beside a group that has its baseline: every run kept, each group on its own
+    other = runs([("y1", "y 1", "n", 1, 10.0, 8.0), ("y2", "y 2", "n", 2, 18.0, 5.0)])
+    both = derive.scaling(pd.concat([table, other]), group=["model"]).set_index("run_id")
+    assert sorted(both.index) == ["x16", "x8", "y1", "y2"] and both.loc["y2", "speedup_speed"] == pytest.approx(1.8)
+    assert both.loc[["x8", "x16"], "speedup_speed"].isna().all()
+    # no group and no baseline at all: NaN, as numbers
+    alone = derive.scaling(table, group=[])
+    assert alone["speedup_speed"].isna().all() and alone["speedup_time_per_image"].dtype == np.float64
 
 
 def test_scaling_missing_time_metric_gives_nan_for_time_only():
@@ -56,6 +64,15 @@ def test_scaling_two_baselines_in_a_group_is_an_error():
     table = runs([("a", "one", "m", 1, 1.0, 1.0), ("b", "two", "m", 1, 2.0, 1.0)])
     with pytest.raises(ValueError, match="more than one 1-worker baseline"):
         derive.scaling(table, group=["model"])
+
+
+def test_where_mask_matches_numbers_as_numbers_and_absent_columns_never():
+    table = pd.DataFrame({"workers": ["8", "16", "8.0"], "model": ["a", "b", "c"]}, index=[5, 6, 7])
+    mask = derive.where_mask(table, {"workers": 8})
+    assert mask.tolist() == [True, False, True] and mask.dtype == bool and list(mask.index) == [5, 6, 7]
+    assert derive.matches(table["model"], ["a", "c"]).dtype == bool
+    assert derive.where_mask(table, {"workers": [8, 16], "platform": "x"}).tolist() == [False] * 3  # no platform
+    assert derive.where_mask(table, None).tolist() == [True] * 3
 
 
 def test_scaling_without_a_group_takes_the_whole_table_as_one():
