@@ -14,8 +14,9 @@ TRAIN_VENV := .venv-train
 TRAIN_PY := $(TRAIN_VENV)/bin/python
 export PYTHON
 # Python may write bytecode here even where the machine sets PYTHONDONTWRITEBYTECODE: without it every process
-# recompiles the project's modules, and pytest rewrites the asserts of every test file, on each run (10 s of CPU in
-# `make test-fast`). The .pyc files go to __pycache__/, which git and the image's build context ignore.
+# recompiles the project's modules, and pytest rewrites the asserts of every test file, on each run (collecting the
+# fast tests took 8.7 s instead of 4.4 s, in each xdist worker). The .pyc files go to __pycache__/, which git and
+# the image's build context ignore.
 export PYTHONDONTWRITEBYTECODE :=
 export MLFLOW_TRACKING_URI ?= sqlite:///$(CURDIR)/.mlflow/store.db
 

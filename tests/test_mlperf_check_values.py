@@ -84,7 +84,7 @@ def test_check_with_given_overlaps_none_admissible_and_the_wrong_count_fitted():
     # no bandwidth up to the node's 1 GB/s fits: no range, the error and distance unknown
     none = check(family({512: 0.5}), Hardware(300, 1.0, 8, 0), 1e8).iloc[0]
     assert none["admissible_pairs"] == 0 and np.isnan([none["low"], none["high"], none["error"]]).all()
-    # held out from 64: three systems are held out, one is fitted
+    # held out from 64: only the 8-GPU system lies below, one where the fit needs two
     with pytest.raises(ValueError, match=r"^family 'v9 · X · a100 · mx': 1 systems below 64 GPUs, not 2$"):
         check(family({512: 0.5}), HW, 1e8, held_out_from=64)
     alone = family({}).iloc[:1]  # one system in all
@@ -110,7 +110,7 @@ def test_check_families_in_name_order_with_one_index_and_the_held_out_error():
     assert set(table["held_out_error"]) == {error} and error > 0
     assert table["interval_low"].tolist() == pytest.approx((table["low"] - error).tolist())
     assert table["interval_high"].tolist() == pytest.approx((table["high"] + error).tolist())
-    # the configured count to hold out from, not check's default: from 64, B has one system below, A two
+    # the configured count to hold out from, not check's default: from 64, each family has one system below it
     with pytest.raises(ValueError, match=r"^no GPU family with two systems below 64 GPUs and one at or above it$"):
         check_families(pd.concat([b, a], ignore_index=True), {**CFG, "held_out_from": 64})
     small = stated(
