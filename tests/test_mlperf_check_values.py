@@ -136,14 +136,19 @@ def test_the_interconnect_of_the_largest_system_names_the_links():
         check_families(without, CFG)
 
 
-def test_the_study_checks_the_published_families_with_its_settings():
-    from scalestudy.scaling.study import mlperf_check
-
-    runs = pd.DataFrame([{"experiment": "mlperf-x", "status": "FINISHED", "source": "published", "round": "v9",
+def published_family() -> pd.DataFrame:
+    """Published runs of one MLPerf family as the store holds them: 8 and 64 GPUs fitted, 512 held out."""
+    return pd.DataFrame([{"experiment": "mlperf-x", "status": "FINISHED", "source": "published", "round": "v9",
                           "submitter": "X", "accelerator_model": "NVIDIA A100", "framework_stated": "mx",
                           "workers": n, "throughput_total": n * per_gpu, "time_total_s": 1e4 / n,
                           "batch_per_worker": b, "interconnect": "LINK-X 600GB/s"}
                          for n, b, per_gpu in ((8, 400.0, 1000.0), (64, 50.0, 750.0), (512, 50.0, 500.0))])  # fmt: skip
+
+
+def test_the_study_checks_the_published_families_with_its_settings():
+    from scalestudy.scaling.study import mlperf_check
+
+    runs = published_family()
     settings = {"mlperf": {**CFG, "runs": {"experiment": "mlperf-x"}, "min_scales": 3}}
     table = mlperf_check(runs, settings)
     assert table["accelerators"].tolist() == [512] and table["measured"].tolist() == pytest.approx([0.5])

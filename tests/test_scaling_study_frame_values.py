@@ -95,17 +95,13 @@ def test_one_gpu_time_fails_naming_what_is_missing():
 
 
 def test_held_out_errors_computes_the_tests_the_rule_names():
-    from test_mlperf_check_values import CFG
+    from test_mlperf_check_values import CFG, published_family
 
     settings = {"mlperf": {**CFG, "runs": {"experiment": "mlperf-x"}, "min_scales": 3},
                 "held_out_error": {"ranges": [{"tests": ["tf-benchmarks-2017"]}]}}  # fmt: skip
     # the study's checks given (none with held-out points), MLPerf's test not named: nothing computed, no store read
     assert held_out_errors(pd.DataFrame(), settings, checks=[]) == {}
-    runs = pd.DataFrame([{"experiment": "mlperf-x", "status": "FINISHED", "source": "published", "round": "v9",
-                          "submitter": "X", "accelerator_model": "NVIDIA A100", "framework_stated": "mx",
-                          "workers": n, "throughput_total": n * per_gpu, "time_total_s": 1e4 / n,
-                          "batch_per_worker": b, "interconnect": "LINK-X 600GB/s"}
-                         for n, b, per_gpu in ((8, 400.0, 1000.0), (64, 50.0, 750.0), (512, 50.0, 500.0))])  # fmt: skip
+    runs = published_family()
     settings["held_out_error"]["ranges"].append({"tests": ["mlperf-x"]})
     errors = held_out_errors(runs, settings, checks=[])
     assert list(errors) == ["mlperf-x"] and isinstance(errors["mlperf-x"], HeldOutError)
