@@ -255,6 +255,13 @@ def test_a_record_claims_the_run_of_its_old_key(empty_store):
         seen.append((key, tags["source"], metrics["throughput_total"]))
         return "a" if key == "old-a" else None
 
+    # a dry run plans the same claim, under the readers' lock (here beside another reader of the store)
+    from scalestudy.store.lock import store_lock
+
+    with store_lock(empty_store, write=False):
+        dry = sync_runs("unit", [rec("a", 1, 1.0)], empty_store, keep_others=True, claim=claim, dry_run=True)
+    assert dry.status == {"a": "repaired"} and dry.removed == []
+    seen.clear()
     plan = sync_runs("unit", [rec("a", 1, 1.0)], empty_store, keep_others=True, claim=claim)
     assert sorted(seen) == [("", "other", 3.0), ("keep", "published", 2.0), ("old-a", "published", 1.0)]
     # the claimed run holds the same values but its key: rewritten under the new key, the old one deleted
