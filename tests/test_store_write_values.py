@@ -321,6 +321,28 @@ def test_a_write_failing_half_way_is_undone(empty_store, tmp_path):
     assert experiment_tags(empty_store)["scalestudy.import"] == "complete"  # as it was before
     deleted = client(empty_store).search_runs([after.experiment_id[0]], run_view_type=2)  # ViewType.DELETED_ONLY
     assert [run.data.tags["import_key"] for run in deleted] == ["b"]
+    # left "writing" by an import killed before: a failed import leaves it so, never marks it complete
+    client(empty_store).set_experiment_tag(after.experiment_id[0], "scalestudy.import", "writing")
+    with pytest.raises(StoreError):
+        sync_experiment("unit", records, empty_store)
+    assert experiment_tags(empty_store)["scalestudy.import"] == "writing"
+    # a new experiment (no state yet) whose first import fails: complete with no run, the same message
+    with pytest.raises(StoreError) as err:
+        sync_experiment("fresh", [rec("c", 4, 370.0, experiment="fresh", artifacts={"logs": str(broken)})], empty_store)
+    assert str(err.value).endswith(f"No such file or directory: '{broken / 'gone'}'")
+    assert experiment_tags(empty_store, "fresh")["scalestudy.import"] == "complete"
+
+
+def test_an_import_that_changes_nothing_writes_nothing(empty_store, monkeypatch):
+    sync_experiment("unit", [rec("a", 1, 100.0), rec("b", 2, 190.0)], empty_store)
+    monkeypatch.setattr(store_write, "_writes", 0)
+    again = sync_experiment("unit", [rec("a", 1, 100.0), rec("b", 2, 190.0)], empty_store)
+    assert again == {"created": 0, "updated": 0, "repaired": 0, "unchanged": 2, "deleted": 0}
+    assert store_write._writes == 0
+    # the experiment's run count out of date (a run deleted outside an import): written again, the runs kept
+    client(empty_store).set_experiment_tag(load_runs(empty_store).experiment_id[0], "scalestudy.runs", "3")
+    sync_experiment("unit", [rec("a", 1, 100.0), rec("b", 2, 190.0)], empty_store)
+    assert store_write._writes == 2 and experiment_tags(empty_store)["scalestudy.runs"] == "2"
 
 
 # --------------------------------------------------------------------------------------------
