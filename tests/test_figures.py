@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 import yaml
-from helpers import REPO, run_module
+from helpers import REPO, run_here, run_module
 
 from scalestudy.store import load_runs
 
@@ -15,15 +15,9 @@ def build(uri, out_dir, *args, check=True):
 
 
 def build_here(uri, out_dir, *args, monkeypatch, capsys) -> tuple[int, str]:
-    """The same command in this process, through the same error handler (a subprocess costs a second of imports):
-    its exit status and stderr."""
-    from scalestudy.cli import run
-    from scalestudy.paper.__main__ import main
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    capsys.readouterr()
-    status = run(main, [*args, f"out_dir={out_dir}"])
-    return status, capsys.readouterr().err
+    """The same command in this process (helpers.run_here): its exit status and stderr."""
+    proc = run_here("scalestudy.paper", *args, f"out_dir={out_dir}", uri=uri, monkeypatch=monkeypatch, capsys=capsys)
+    return proc.returncode, proc.stderr
 
 
 @pytest.fixture(scope="module")

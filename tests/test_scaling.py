@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import REPO, run_module
+from helpers import REPO, run_here, run_module
 
 from scalestudy.scaling.cost import (
     Link,
@@ -184,14 +184,11 @@ def test_predict_command_line(published_store, monkeypatch, capsys):
     assert "vgg16 on 512 P100 GPUs (4 per node, 128 nodes)" in proc.stdout
     assert "  512  " in proc.stdout
     # the errors through the same entry point and error handler, in this process (a subprocess costs 1 s of imports)
-    from scalestudy.cli import run
-    from scalestudy.scaling.__main__ import main
-
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", published_store)
-    assert run(main, ["predict", "modle=vgg16"]) == 2
-    assert "unknown key 'modle'" in capsys.readouterr().err
-    assert run(main, ["predict", "model=googlenet"]) == 2
-    assert "no gradient size for model=googlenet" in capsys.readouterr().err
+    here = dict(uri=published_store, monkeypatch=monkeypatch, capsys=capsys)
+    typo = run_here("scalestudy.scaling", "predict", "modle=vgg16", **here)
+    assert typo.returncode == 2 and "unknown key 'modle'" in typo.stderr
+    unknown = run_here("scalestudy.scaling", "predict", "model=googlenet", **here)
+    assert unknown.returncode == 2 and "no gradient size for model=googlenet" in unknown.stderr
 
 
 def test_help_lists_the_commands():
