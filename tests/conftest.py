@@ -47,6 +47,8 @@ BACKGROUND = pytest.StashKey[tuple]()
 BASETEMP = pytest.StashKey[Path]()
 # Under pytest-xdist, the session's one cache of fetched raw files.
 CACHE = pytest.StashKey[Path]()
+# Under pytest-xdist, where the published runs come from this session (pytest's header says).
+PUBLISHED_FROM = pytest.StashKey[str]()
 PUBLISHED_FIXTURES = {"published_store", "published_figures", "published_folder"}
 # Fixtures whose set-up costs far more than a test (mutmut's durations charge it to one test of the session only),
 # in the order their tests run last under mutmut: the MLPerf corpus parsed whole (330 logs, each mutant's session
@@ -85,8 +87,21 @@ def pytest_configure(config):
     if os.environ.get(PREBUILT_STORE) or not have_raw_data():
         return
     folder = scratch_folder()
-    config.stash[BACKGROUND] = (published.start(folder), folder)
+    # the build kept by an earlier session with the same inputs (tests/published.py), where pytest's cache is on
+    entry = config.cache.mkdir("published") / published.inputs_digest() if getattr(config, "cache", None) else None
+    if entry is not None and published.restore(entry, folder):
+        config.stash[BACKGROUND] = (None, folder)
+        config.stash[PUBLISHED_FROM] = f"kept by an earlier session with the same inputs ({entry})"
+    else:
+        config.stash[BACKGROUND] = (published.start(folder, entry), folder)
+        config.stash[PUBLISHED_FROM] = "built in the background" + (f", kept as {entry}" if entry else "")
     os.environ[published.FOLDER] = str(folder)
+
+
+def pytest_report_header(config):
+    if PUBLISHED_FROM in config.stash:
+        return [f"published runs and figures: {config.stash[PUBLISHED_FROM]}"]
+    return []
 
 
 def pytest_unconfigure(config):
@@ -100,6 +115,7 @@ def pytest_unconfigure(config):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop(published.FOLDER, None)
 

@@ -6,21 +6,35 @@ first): the import and the figures take about 25 s of CPU, most of it MLflow's S
 with the rest of the suite instead of adding to it. Each stage leaves `<stage>.json` (exit status, stdout, stderr)
 beside its output, written last and by rename: its presence says the stage ended.
 
-    python tests/published.py FOLDER    # both stages into FOLDER (what the controller starts)
+A build that ended well is kept in pytest's cache folder (.pytest_cache/d/published/), under a digest of all it
+reads (inputs_digest): the next session with the same inputs copies it instead of building again, and any change
+to the package, its configs, its datasets, this file, the Python, the installed packages or the environment the
+build inherits makes a new one. `pytest --cache-clear` drops it.
+
+    python tests/published.py FOLDER [ENTRY]   # both stages into FOLDER, kept as ENTRY (what the controller starts)
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from functools import cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # Set by the xdist controller for its workers: the folder of the background build.
 FOLDER = "SCALESTUDY_TEST_PUBLISHED_FOLDER"
+# What the build reads from the checkout. The datasets' source.yaml files pin each raw file's sha256 (the fetch
+# checks it), so the raw files are covered by the datasets' digest.
+INPUTS = ("src/scalestudy", "conf", "experiments", "tests/published.py", "pyproject.toml", "requirements.lock")
+# What a kept build holds (FOLDER also has its pid, its store's lock and, outside a session, its raw-file cache).
+KEPT = ("store.db", "store-artifacts", "paper", "store.json", "figures.json")
 
 
 def store_uri(folder: Path) -> str:
@@ -51,15 +65,72 @@ def record(folder: Path, stage: str, result: dict) -> dict:
     return result
 
 
-def start(folder: Path) -> subprocess.Popen:
-    """Both stages in a background process (its pid in FOLDER/pid, so a waiter knows when it died)."""
+def start(folder: Path, entry: Path | None = None) -> subprocess.Popen:
+    """Both stages in a background process (its pid in FOLDER/pid, so a waiter knows when it died), kept as
+    `entry` (see keep) if both end well."""
     env = dict(os.environ)
     # the session's cache of fetched raw files where the controller made one (tests/conftest.py), else its own
     env.setdefault("SCALESTUDY_DATA_CACHE", str(folder / "cache"))
-    proc = subprocess.Popen([sys.executable, __file__, str(folder)], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+    argv = [sys.executable, __file__, str(folder), *([str(entry)] if entry else [])]
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
     (folder / "pid").write_text(str(proc.pid))
     return proc
+
+
+@cache
+def installed() -> list[str]:
+    """The packages of this Python, as name==version (fixed for a process; the scan takes about 80 ms)."""
+    return sorted(f"{d.metadata['Name']}=={d.version}" for d in importlib.metadata.distributions())
+
+
+def inputs_digest(repo: Path = REPO, environ: dict | None = None) -> str:
+    """A digest of everything the build reads: INPUTS' files (path and bytes), the Python, the installed
+    packages, and the SCALESTUDY_ and MLFLOW_ variables (and PYTHONPATH) it inherits, less the session's own."""
+    digest = hashlib.sha256()
+    for name in INPUTS:
+        root = repo / name
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            if "__pycache__" not in path.parts:
+                data = path.read_bytes()
+                digest.update(f"{path.relative_to(repo).as_posix()}\0{len(data)}\0".encode() + data)
+    session = {FOLDER, "SCALESTUDY_DATA_CACHE"}
+    env = sorted((k, v) for k, v in (os.environ if environ is None else environ).items()
+                 if (k.startswith(("SCALESTUDY_", "MLFLOW_")) or k == "PYTHONPATH") and k not in session)  # fmt: skip
+    digest.update(json.dumps([sys.version, installed(), env]).encode())
+    return digest.hexdigest()[:20]
+
+
+def keep(folder: Path, entry: Path) -> None:
+    """Copy the build in FOLDER to `entry` (by rename: a kept build is whole), and drop older ones beside it."""
+    tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for name in KEPT:
+        (shutil.copytree if (folder / name).is_dir() else shutil.copy2)(folder / name, tmp / name)
+    try:
+        tmp.rename(entry)
+    except OSError:  # another session kept the same build first
+        shutil.rmtree(tmp, ignore_errors=True)
+    for other in entry.parent.iterdir():
+        if other.name != entry.name and not other.name.startswith("."):
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def restore(entry: Path, folder: Path) -> bool:
+    """Copy a kept build into FOLDER and point its store's artifacts there; False if there is none."""
+    if not (entry / "figures.json").is_file():
+        return False
+    try:
+        for name in KEPT:
+            (shutil.copytree if (entry / name).is_dir() else shutil.copy2)(entry / name, folder / name)
+    except OSError:  # dropped meanwhile by another session that kept a newer build
+        return False
+    from scalestudy.store.write import relocate_artifacts
+
+    relocate_artifacts(store_uri(folder))
+    return True
 
 
 def wait(folder: Path, stage: str, build: bool = False, timeout_s: float = 900) -> dict:
@@ -97,7 +168,7 @@ def alive(folder: Path) -> bool:
 if __name__ == "__main__":
     target = Path(sys.argv[1])
     imported = run_stage(target, "store")
-    if imported["returncode"] == 0:
-        run_stage(target, "figures")
-    else:  # no figures without the runs: their waiters get the import's error
+    if imported["returncode"] != 0:  # no figures without the runs: their waiters get the import's error
         record(target, "figures", {**imported, "stdout": ""})
+    elif run_stage(target, "figures")["returncode"] == 0 and len(sys.argv) > 2:
+        keep(target, Path(sys.argv[2]))

@@ -188,15 +188,27 @@ def test_records_of_another_experiment_or_repeated_keys_are_refused_by_name():
 def test_a_run_with_many_params_and_points_is_written_whole_in_batches(empty_store, tmp_path, monkeypatch):
     big = rec("big", 8, 700.0, start_ms=1_000, end_ms=9_000)
     big.params.update({f"p{i:03d}": i for i in range(150)})  # 157 params: two batches of at most 100
-    big.series = {"step_throughput_total": [(s, 1_000 + s, float(s + 1)) for s in range(1, 1501)]}  # 1501 points
+    big.series = {"step_throughput_total": [(s, 1_000 + s, float(s + 1)) for s in range(1, 1501)]}  # 1500 points
     (tmp_path / "a.log").write_text("a\n")
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "b.log").write_text("b\n")
     big.artifacts = {"log": str(tmp_path / "a.log"), "more": str(tmp_path / "dir")}
     monkeypatch.setattr(store_write, "_writes", 0)
+    from mlflow import MlflowClient
+
+    batches, log_batch = [], MlflowClient.log_batch
+
+    def spy(self, run_id, metrics=(), params=(), tags=(), **kwargs):
+        batches.append((len(params), len(metrics), [t.key for t in tags]))
+        return log_batch(self, run_id, metrics=metrics, params=params, tags=tags, **kwargs)
+
+    monkeypatch.setattr(MlflowClient, "log_batch", spy)
     sync_experiment("unit", [big], empty_store)
-    # writing mark 1; create 1; batches max(2 param, 2 metric chunks) = 2; artifacts 2; status 1; hashes 1; complete 1
-    assert store_write._writes == 9
+    # 157 params, 1 metric + 1500 points; the hashes in the last batch only: a run cut after the first has none
+    assert batches == [(100, 1000, []), (57, 501, ["values_hash", "content_hash"])]
+    # writing mark 1; create 1; artifacts 2; status 1; batches max(2 param, 2 metric chunks) = 2, the hashes in the
+    # last; complete 1
+    assert store_write._writes == 8
     run = client(empty_store).get_run(load_runs(empty_store).run_id[0])
     numbered = {k: v for k, v in run.data.params.items() if k[0] == "p" and k[1:].isdigit()}
     assert numbered == {f"p{i:03d}": str(i) for i in range(150)}

@@ -10,7 +10,9 @@ from __future__ import annotations
 import csv
 import io
 import math
+import pickle
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -46,6 +48,14 @@ def read_text(path: Path) -> str:
         raise SchemaError(f"{path}:{line}: not UTF-8 text (byte {data[err.start]:#04x})") from None
 
 
+@lru_cache(maxsize=16)
+def _parsed_yaml(text: str) -> bytes:
+    """A YAML text parsed, pickled; kept by its text, as a source.yaml may list hundreds of raw files
+    (mlperf-training-resnet: 60 ms with libyaml's loader, which is used where built in) and is read by every
+    command that looks for a dataset's experiment."""
+    return pickle.dumps(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
 def read_source(folder: Path) -> dict[str, str]:
     """The dataset's source.yaml (experiment name, citation, url, what one run is), plus `folder` (where it was
     read) and `dataset_dir` (where the dataset lives in the repository, as descriptions name it)."""
@@ -53,8 +63,7 @@ def read_source(folder: Path) -> dict[str, str]:
     if not path.is_file():
         raise SchemaError(f"{path}: missing (every reference dataset names its source there)")
     try:
-        # libyaml's loader where built in: a source.yaml may list hundreds of raw files (mlperf-training-resnet)
-        source = yaml.load(read_text(path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        source = pickle.loads(_parsed_yaml(read_text(path)))  # a copy of its own for each caller
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

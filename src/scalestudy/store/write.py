@@ -13,6 +13,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from itertools import zip_longest
 from pathlib import Path
 from urllib.parse import urlparse
@@ -56,12 +57,19 @@ def client_for(uri: str):
     return client
 
 
+@cache
+def _schema_head() -> str:
+    """The schema revision the installed MLflow makes: fixed for a process, and reading it parses MLflow's
+    migration scripts (about 16 ms), once per writer otherwise."""
+    from mlflow.store.db.utils import _get_latest_schema_revision
+
+    return _get_latest_schema_revision()
+
+
 def _remake_half_made(path: Path) -> None:
     """Remove a half-made store (address.half_made: it holds nothing) so that MLflow makes it again; called by
     writers, which hold the store's lock, so no other writer of ours is making its tables now."""
-    from mlflow.store.db.utils import _get_latest_schema_revision
-
-    why = half_made(path, {_get_latest_schema_revision()})
+    why = half_made(path, {_schema_head()})
     if why:
         for leftover in (path, *(path.with_name(path.name + s) for s in ("-journal", "-wal", "-shm"))):
             leftover.unlink(missing_ok=True)
@@ -186,23 +194,23 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
     metrics = [Metric(k, float(v), t0, 0) for k, v in sorted(rec.metrics.items())]
     for name, points in sorted(rec.series.items()):
         metrics += [Metric(name, float(v), int(ts), int(step)) for step, ts, v in points]
-    # Few write transactions per run (each waits for a disk sync): MLflow caps a batch at 100 params
-    # and 1000 metrics, which one batch holds for nearly every run.
-    param_chunks = [params[i : i + 100] for i in range(0, len(params), 100)]
-    metric_chunks = [metrics[i : i + 1000] for i in range(0, len(metrics), 1000)]
-    for param_chunk, metric_chunk in zip_longest(param_chunks, metric_chunks, fillvalue=[]):
-        client.log_batch(run_id, params=param_chunk, metrics=metric_chunk)
-        _wrote()
     for name, path in sorted(rec.artifacts.items()):
         log = client.log_artifacts if Path(path).is_dir() else client.log_artifact  # a folder keeps its layout
         log(run_id, str(path), artifact_path=name)
         _wrote()
     client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     _wrote()
-    # Both hashes in one transaction, last: the seal of the values as written, and the completeness mark.
+    # Few write transactions per run (each waits for a disk sync): MLflow caps a batch at 100 params and 1000
+    # metrics, which one batch holds for nearly every run. The last batch carries both hashes (the seal of the
+    # values as written, and the completeness mark): MLflow writes a batch's params, then metrics, then tags.
+    param_chunks = [params[i : i + 100] for i in range(0, len(params), 100)]
+    metric_chunks = [metrics[i : i + 1000] for i in range(0, len(metrics), 1000)]
+    batches = list(zip_longest(param_chunks, metric_chunks, fillvalue=[])) or [([], [])]
     seal = values_digest(*expected_values(rec))
-    client.log_batch(run_id, tags=[RunTag(VALUES_HASH, seal), RunTag(CONTENT_HASH, content_hash)])
-    _wrote()
+    for n, (param_chunk, metric_chunk) in enumerate(batches, 1):
+        hashes = [RunTag(VALUES_HASH, seal), RunTag(CONTENT_HASH, content_hash)] if n == len(batches) else []
+        client.log_batch(run_id, params=param_chunk, metrics=metric_chunk, tags=hashes)
+        _wrote()
     return run_id
 
 

@@ -1,0 +1,130 @@
+"""The published build kept between sessions (tests/published.py): its key must change with anything the build
+reads, or a planted bug in an importer would be tested against runs imported before it was planted; a kept build
+must come back whole, its store's artifacts found in the folder it is copied to."""
+
+from __future__ import annotations
+
+import shutil
+
+import published
+import pytest
+from mlflow import MlflowClient
+
+from scalestudy.schema import RunRecord
+from scalestudy.store import sync_experiment
+
+ENV = {"SCALESTUDY_DATA_MIRROR": "/mirror", "MLFLOW_ENABLE_ASYNC_LOGGING": "false", "HOME": "/home/a", "TERM": "x"}
+
+
+@pytest.fixture()
+def repo(tmp_path):
+    """A checkout holding one file in each of the build's inputs."""
+    root = tmp_path / "repo"
+    files = {"src/scalestudy/ingest/hacksa.py": "X = 1\n", "conf/figure/figure-3.yaml": "name: f\n",
+             "experiments/reference/hacksa-2019/source.yaml": "experiment: e\n", "tests/published.py": "# b\n",
+             "pyproject.toml": "[project]\n", "requirements.lock": "mlflow==1\n"}  # fmt: skip
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_key_changes_with_each_input_of_the_build_and_nothing_else(repo, monkeypatch):
+    base = published.inputs_digest(repo, ENV)
+    assert len(base) == 20 and published.inputs_digest(repo, dict(ENV)) == base
+    # not read by the build: bytecode, the session's own folders, other variables, files outside INPUTS
+    (repo / "src/scalestudy/ingest/__pycache__").mkdir()
+    (repo / "src/scalestudy/ingest/__pycache__/hacksa.cpython-311.pyc").write_bytes(b"\0")
+    (repo / "tests/test_x.py").write_text("def test(): pass\n")
+    (repo / "README.md").write_text("# r\n")
+    session = {published.FOLDER: "/dev/shm/a", "SCALESTUDY_DATA_CACHE": "/dev/shm/b", "HOME": "/home/b"}
+    assert published.inputs_digest(repo, {**ENV, **session, "PATH": "/bin"}) == base
+    # one byte of any input file
+    for path in sorted(p for p in repo.rglob("*") if p.is_file()):
+        relative = path.relative_to(repo).as_posix()
+        if "__pycache__" in relative or relative in ("tests/test_x.py", "README.md"):
+            continue
+        text = path.read_text()
+        path.write_text(text.replace("\n", " \n", 1))
+        assert published.inputs_digest(repo, ENV) != base, relative
+        path.write_text(text)
+    assert published.inputs_digest(repo, ENV) == base
+    # a new file, a renamed one (same bytes, another path)
+    (repo / "conf/figure/figure-4.yaml").write_text("name: g\n")
+    assert published.inputs_digest(repo, ENV) != base
+    (repo / "conf/figure/figure-4.yaml").unlink()
+    (repo / "conf/figure/figure-3.yaml").rename(repo / "conf/figure/figure-5.yaml")
+    assert published.inputs_digest(repo, ENV) != base
+    (repo / "conf/figure/figure-5.yaml").rename(repo / "conf/figure/figure-3.yaml")
+    # the variables the build inherits
+    for changed in ({"SCALESTUDY_DATA_MIRROR": "/other"}, {"MLFLOW_X": "1"}, {"PYTHONPATH": "mutants/src"}):
+        assert published.inputs_digest(repo, {**ENV, **changed}) != base, changed
+    without = {k: v for k, v in ENV.items() if k != "MLFLOW_ENABLE_ASYNC_LOGGING"}
+    assert published.inputs_digest(repo, without) != base
+    # the packages installed
+    assert "mlflow==3.17.2" in published.installed()
+    other = [p.replace("mlflow==3.17.2", "mlflow==3.17.3") for p in published.installed()]
+    monkeypatch.setattr(published, "installed", lambda: other)
+    assert published.inputs_digest(repo, ENV) != base
+
+
+def test_the_key_of_this_checkout_follows_its_package_file_by_file(tmp_path):
+    """The real inputs: a copy of the checkout's INPUTS gives the same key; one changed importer line does not."""
+    for name in published.INPUTS:
+        source = published.REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, tmp_path / name)
+    assert published.inputs_digest(tmp_path) == published.inputs_digest()
+    hacksa = tmp_path / "src/scalestudy/ingest/hacksa.py"
+    hacksa.write_text(hacksa.read_text() + "# one line more\n")
+    assert published.inputs_digest(tmp_path) != published.inputs_digest()
+
+
+def run_with_artifact(tmp_path) -> RunRecord:
+    (tmp_path / "log.txt").write_text("step 1\n")
+    params = {"model": "resnet50", "framework": "tensorflow", "workers": 2, "device": "P100", "data": "synthetic",
+              "batch_per_worker": 64, "platform": "test-box"}  # fmt: skip
+    return RunRecord(experiment="unit", key="a", params=params, metrics={"throughput_total": 190.0},
+                     tags={"source": "published", "citation": "unit test"}, where="test:a",
+                     artifacts={"log": str(tmp_path / "log.txt")})  # fmt: skip
+
+
+def test_a_kept_build_comes_back_whole_with_its_artifacts_beside_it(tmp_path, empty_store_file):
+    built = tmp_path / "built"
+    built.mkdir()
+    shutil.copyfile(empty_store_file, built / "store.db")
+    assert sync_experiment("unit", [run_with_artifact(tmp_path)], published.store_uri(built))["created"] == 1
+    (built / "paper" / "figures").mkdir(parents=True)
+    (built / "paper" / "figures" / "figure-3.json").write_text("{}")
+    published.record(built, "store", {"command": "c", "returncode": 0, "stdout": "s", "stderr": ""})
+    (built / "pid").write_text("1")
+    cache = tmp_path / "cache"
+    (cache / "older").mkdir(parents=True)  # a build kept for other inputs: dropped
+    (cache / ".other.12").mkdir()  # another session's copy under way: left alone
+    entry = cache / "abc"
+    assert not published.restore(entry, tmp_path)  # nothing kept yet
+    entry.mkdir()
+    shutil.copyfile(built / "store.json", entry / "store.json")
+    assert not published.restore(entry, tmp_path)  # no figures.json: not a build that ended
+    assert not (tmp_path / "store.json").exists()
+    shutil.rmtree(entry)
+
+    published.record(built, "figures", {"command": "f", "returncode": 0, "stdout": "figure-3", "stderr": ""})
+    published.keep(built, entry)
+    assert sorted(p.name for p in cache.iterdir()) == [".other.12", "abc"]
+    assert sorted(p.name for p in entry.iterdir()) == sorted(published.KEPT)  # no pid, no lock
+    shutil.rmtree(built)  # the session that built it is over
+
+    folder = tmp_path / "restored"
+    folder.mkdir()
+    assert published.restore(entry, folder)
+    assert published.wait(folder, "figures")["stdout"] == "figure-3"
+    assert (folder / "paper" / "figures" / "figure-3.json").read_text() == "{}"
+    client = MlflowClient(tracking_uri=published.store_uri(folder))
+    run = client.search_runs([client.get_experiment_by_name("unit").experiment_id])[0]
+    assert run.info.artifact_uri.startswith((folder / "store-artifacts").as_uri() + "/")
+    assert [f.path for f in client.list_artifacts(run.info.run_id, "log")] == ["log/log.txt"]
+    assert (folder / "store-artifacts").is_dir() and run.data.metrics == {"throughput_total": 190.0}
