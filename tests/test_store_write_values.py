@@ -98,6 +98,23 @@ def test_a_half_made_store_is_refused_by_readers_and_made_again_by_a_writer(tmp_
     assert whole.is_file() and capsys.readouterr().err == ""
 
 
+
+def test_a_half_made_store_without_leftovers_and_one_at_the_installed_head(tmp_path, capsys, monkeypatch):
+    """The usual half-made store has no journal beside it; and the head a writer compares with is the installed
+    MLflow's (a newer MLflow's store is whole even where address.KNOWN_SCHEMA_REVISIONS lags behind)."""
+    path = half_made_store(tmp_path / "store.db")
+    store_write._remake_half_made(path)
+    assert not path.exists() and "was half-made" in capsys.readouterr().err
+    assert store_write._schema_head() == "dc11669786a5"
+    monkeypatch.setattr(store_write, "_schema_head", lambda: "ffffffffffff")
+    newer = half_made_store(tmp_path / "newer.db", revision="ffffffffffff")
+    store_write._remake_half_made(newer)
+    assert newer.is_file() and capsys.readouterr().err == ""
+    older = half_made_store(tmp_path / "older.db", revision="dc11669786a5")  # short of that head: half-made
+    store_write._remake_half_made(older)
+    assert not older.exists() and "schema revision dc11669786a5, 2 tables" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------------------------
 # A store that moved: its experiments' artifact locations, and its runs' artifact URIs, re-pointed beside it
 

@@ -48,12 +48,14 @@ def read_text(path: Path) -> str:
         raise SchemaError(f"{path}:{line}: not UTF-8 text (byte {data[err.start]:#04x})") from None
 
 
-@lru_cache(maxsize=16)
-def _parsed_yaml(text: str) -> bytes:
-    """A YAML text parsed, pickled; kept by its text, as a source.yaml may list hundreds of raw files
-    (mlperf-training-resnet: 60 ms with libyaml's loader, which is used where built in) and is read by every
-    command that looks for a dataset's experiment."""
+def _parse_yaml(text: str) -> bytes:
+    """A YAML text parsed (libyaml's loader where built in), pickled."""
     return pickle.dumps(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
+# Kept by text: a source.yaml may list hundreds of raw files (mlperf-training-resnet: 60 ms to parse) and is read by
+# every command that looks for a dataset's experiment. (Not a decorator: mutmut mutates undecorated functions only.)
+_parsed_yaml = lru_cache(maxsize=16)(_parse_yaml)
 
 
 def read_source(folder: Path) -> dict[str, str]:
