@@ -210,7 +210,8 @@ test: $(TRAIN_VENV)/.train.stamp $(IMPORTED) system-paper system-ui system-slurm
 	SCALESTUDY_REQUIRE_ALL=1 $(TRAIN_PY) -m pytest -q  # a skip here is a failure (tests/require_all.py)
 
 # Two pytest-xdist workers; the controller imports the published runs and builds their figures beside them
-# (tests/published.py): on 2 cores that overlaps the ~25 s of MLflow writes and drawing with the other tests.
+# (tests/published.py): on 2 cores that overlaps the ~27 s of MLflow writes and drawing with the other tests. The
+# build is kept in .pytest_cache for the next session with the same inputs (any change to src/, conf/, experiments/).
 test-fast: $(VENV)/.test.stamp ## lint and the fast tests (no browser, LaTeX, Slurm or Horovod)
 	$(VENV)/bin/ruff check src tests benchmarks scripts
 	$(VENV)/bin/ruff format --check src tests benchmarks scripts

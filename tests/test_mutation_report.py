@@ -188,6 +188,37 @@ def test_no_triage_entry_names_a_mutant_the_committed_results_record_killed_or_u
     assert mutation_report.stale(found, mutation_report.load_triage(), changed) == {}
 
 
+def test_the_readme_states_the_committed_results_as_a_new_checkout_reads_them(tmp_path, monkeypatch):
+    """The score, counts and run time README gives are those of benchmarks/mutation-results.json read without
+    mutants/ (a fresh clone), and none of its survivors is open."""
+    monkeypatch.setattr(mutation_report, "REPO", tmp_path)
+    found = mutation_report.results()
+    monkeypatch.setattr(mutation_report, "REPO", REPO)
+    runs = ledgers.load(mutation_report.LEDGER)["runs"]
+    statuses = [status for mutants in found.values() for status in mutants.values()]
+    caught = sum(status in mutation_report.CAUGHT for status in statuses)
+    unchecked = statuses.count("not checked")
+    checked = len(statuses) - unchecked
+    triage = mutation_report.load_triage()
+    open_ = [
+        n
+        for mutants in found.values()
+        for n, s in mutants.items()
+        if s not in mutation_report.CAUGHT and s != "not checked" and mutation_report.reason(n, triage) is None
+    ]
+    assert open_ == []
+    row = next(line for line in (REPO / "README.md").read_text().splitlines() if "`make mutation-check`" in line)
+    hours = sum(r["minutes"] for r in runs) / 60
+    for figure in (
+        f"mutmut's {len(statuses):,} mutants",
+        f"{hours:.1f} h of mutmut in {len(runs)} runs",
+        f"{checked:,} checked, {100 * caught / checked:.1f} % of them killed",
+        f"**{100 * caught / len(statuses):.1f} % of all mutants**",
+        f"the {unchecked:,} not checked",
+    ):
+        assert figure in row, figure
+
+
 def test_mutmut_keeps_the_restored_results_when_it_makes_the_mutants_of_a_new_checkout(tmp_path, monkeypatch):
     """The ledger's whole point, with mutmut's own code: in a checkout without mutants/, restore() writes the meta
     file and mutmut's generation of that module's mutants keeps every result of a function whose hash is the same,

@@ -98,7 +98,6 @@ def test_a_half_made_store_is_refused_by_readers_and_made_again_by_a_writer(tmp_
     assert whole.is_file() and capsys.readouterr().err == ""
 
 
-
 def test_a_half_made_store_without_leftovers_and_one_at_the_installed_head(tmp_path, capsys, monkeypatch):
     """The usual half-made store has no journal beside it; and the head a writer compares with is the installed
     MLflow's (a newer MLflow's store is whole even where address.KNOWN_SCHEMA_REVISIONS lags behind)."""
