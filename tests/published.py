@@ -114,7 +114,11 @@ def keep(folder: Path, entry: Path) -> None:
     except OSError:  # another session kept the same build first
         shutil.rmtree(tmp, ignore_errors=True)
     for other in entry.parent.iterdir():
-        if other.name != entry.name and not other.name.startswith("."):
+        try:  # another session's copy under way (a dot name) is left alone for an hour
+            older = not other.name.startswith(".") or time.time() - other.stat().st_mtime > 3600
+        except OSError:  # removed meanwhile
+            continue
+        if older and other.name != entry.name:
             shutil.rmtree(other, ignore_errors=True)
 
 
@@ -123,9 +127,14 @@ def restore(entry: Path, folder: Path) -> bool:
     if not (entry / "figures.json").is_file():
         return False
     try:
-        for name in KEPT:
+        for name in KEPT:  # figures.json last: a waiter takes its presence for the end of the build
             (shutil.copytree if (entry / name).is_dir() else shutil.copy2)(entry / name, folder / name)
-    except OSError:  # dropped meanwhile by another session that kept a newer build
+    except OSError:  # dropped meanwhile by another session that kept a newer build: build here instead
+        for name in KEPT:
+            if (folder / name).is_dir():
+                shutil.rmtree(folder / name)
+            else:
+                (folder / name).unlink(missing_ok=True)
         return False
     from scalestudy.store.write import relocate_artifacts
 

@@ -4,7 +4,9 @@ must come back whole, its store's artifacts found in the folder it is copied to.
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 
 import published
 import pytest
@@ -92,7 +94,7 @@ def run_with_artifact(tmp_path) -> RunRecord:
                      artifacts={"log": str(tmp_path / "log.txt")})  # fmt: skip
 
 
-def test_a_kept_build_comes_back_whole_with_its_artifacts_beside_it(tmp_path, empty_store_file):
+def test_a_kept_build_comes_back_whole_with_its_artifacts_beside_it(tmp_path, empty_store_file, monkeypatch):
     built = tmp_path / "built"
     built.mkdir()
     shutil.copyfile(empty_store_file, built / "store.db")
@@ -104,6 +106,8 @@ def test_a_kept_build_comes_back_whole_with_its_artifacts_beside_it(tmp_path, em
     cache = tmp_path / "cache"
     (cache / "older").mkdir(parents=True)  # a build kept for other inputs: dropped
     (cache / ".other.12").mkdir()  # another session's copy under way: left alone
+    (cache / ".dead.13").mkdir()  # one left by a session killed two hours ago: dropped
+    os.utime(cache / ".dead.13", (time.time() - 7200, time.time() - 7200))
     entry = cache / "abc"
     assert not published.restore(entry, tmp_path)  # nothing kept yet
     entry.mkdir()
@@ -120,6 +124,10 @@ def test_a_kept_build_comes_back_whole_with_its_artifacts_beside_it(tmp_path, em
 
     folder = tmp_path / "restored"
     folder.mkdir()
+    with monkeypatch.context() as patch:  # the entry dropped by another session half-way through the copy
+        patch.setattr(shutil, "copytree", lambda *a, **k: (_ for _ in ()).throw(FileNotFoundError(a[0])))
+        assert not published.restore(entry, folder)
+    assert list(folder.iterdir()) == []  # nothing half-copied: no store.json for a waiter to take as done
     assert published.restore(entry, folder)
     assert published.wait(folder, "figures")["stdout"] == "figure-3"
     assert (folder / "paper" / "figures" / "figure-3.json").read_text() == "{}"
