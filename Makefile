@@ -243,5 +243,5 @@ clean: ## remove built figures, tables and the PDF
 	-latexmk -C -cd paper/main.tex >/dev/null 2>&1
 	rm -rf paper/figures paper/tables paper/main.pdf benchmarks/out
 
-distclean: clean ## also the environments, the store and the job folders
-	rm -rf $(VENV) $(TRAIN_VENV) .mlflow outputs multirun mutants
+distclean: clean ## also the environments, the store, the job folders and the tests' kept build (.pytest_cache)
+	rm -rf $(VENV) $(TRAIN_VENV) .mlflow outputs multirun mutants .pytest_cache
