@@ -33,6 +33,9 @@ FOLDER = "SCALESTUDY_TEST_PUBLISHED_FOLDER"
 # What the build reads from the checkout. The datasets' source.yaml files pin each raw file's sha256 (the fetch
 # checks it), so the raw files are covered by the datasets' digest.
 INPUTS = ("src/scalestudy", "conf", "experiments", "tests/published.py", "pyproject.toml", "requirements.lock")
+# Variables outside SCALESTUDY_ and MLFLOW_ that can change what the build makes: the code it imports (mutmut's
+# mutants/src), the time zone and locale of the dates it reads.
+OTHER_VARIABLES = ("PYTHONPATH", "TZ", "LANG", "LC_ALL")
 # What a kept build holds (FOLDER also has its pid, its store's lock and, outside a session, its raw-file cache).
 KEPT = ("store.db", "store-artifacts", "paper", "store.json", "figures.json")
 
@@ -86,7 +89,7 @@ def installed() -> list[str]:
 
 def inputs_digest(repo: Path = REPO, environ: dict | None = None) -> str:
     """A digest of everything the build reads: INPUTS' files (path and bytes), the Python, the installed
-    packages, and the SCALESTUDY_ and MLFLOW_ variables (and PYTHONPATH) it inherits, less the session's own."""
+    packages, and the SCALESTUDY_ and MLFLOW_ variables (and OTHER_VARIABLES) it inherits, less the session's own."""
     digest = hashlib.sha256()
     for name in INPUTS:
         root = repo / name
@@ -96,8 +99,9 @@ def inputs_digest(repo: Path = REPO, environ: dict | None = None) -> str:
                 data = path.read_bytes()
                 digest.update(f"{path.relative_to(repo).as_posix()}\0{len(data)}\0".encode() + data)
     session = {FOLDER, "SCALESTUDY_DATA_CACHE"}
-    env = sorted((k, v) for k, v in (os.environ if environ is None else environ).items()
-                 if (k.startswith(("SCALESTUDY_", "MLFLOW_")) or k == "PYTHONPATH") and k not in session)  # fmt: skip
+    inherited = os.environ if environ is None else environ
+    named = [k for k in inherited if k.startswith(("SCALESTUDY_", "MLFLOW_")) or k in OTHER_VARIABLES]
+    env = sorted((k, inherited[k]) for k in named if k not in session)
     digest.update(json.dumps([sys.version, installed(), env]).encode())
     return digest.hexdigest()[:20]
 

@@ -59,7 +59,8 @@ def test_the_key_changes_with_each_input_of_the_build_and_nothing_else(repo, mon
     assert published.inputs_digest(repo, ENV) != base
     (repo / "conf/figure/figure-5.yaml").rename(repo / "conf/figure/figure-3.yaml")
     # the variables the build inherits
-    for changed in ({"SCALESTUDY_DATA_MIRROR": "/other"}, {"MLFLOW_X": "1"}, {"PYTHONPATH": "mutants/src"}):
+    for changed in ({"SCALESTUDY_DATA_MIRROR": "/other"}, {"MLFLOW_X": "1"}, {"PYTHONPATH": "mutants/src"},
+                    {"TZ": "Asia/Tokyo"}, {"LANG": "de_DE.UTF-8"}, {"LC_ALL": "C"}):  # fmt: skip
         assert published.inputs_digest(repo, {**ENV, **changed}) != base, changed
     without = {k: v for k, v in ENV.items() if k != "MLFLOW_ENABLE_ASYNC_LOGGING"}
     assert published.inputs_digest(repo, without) != base
