@@ -140,10 +140,15 @@ def test_the_health_wait(health_server):
 def test_stop_ends_the_whole_group():
     # a shell with a child in its group: both get SIGTERM; the shell's trap reaps the child before it exits (an
     # orphan would wait for init to reap it, ~1 s here)
-    proc = subprocess.Popen(["sh", "-c", "trap 'wait; exit 143' TERM; sleep 60 & wait"], start_new_session=True)
-    time.sleep(0.1)
+    script = "trap 'wait; exit 143' TERM; sleep 60 & echo $!; wait"
+    proc = subprocess.Popen(["sh", "-c", script], start_new_session=True, stdout=subprocess.PIPE)
+    child = int(proc.stdout.readline())  # the trap is set; then wait until the child is `sleep`: a SIGTERM caught
+    deadline = time.monotonic() + 10  # by the forked shell before its exec is lost, and the sleep outlives the grace
+    while Path(f"/proc/{child}/comm").read_text() != "sleep\n" and time.monotonic() < deadline:
+        time.sleep(0.01)
     server._stop(proc, grace_s=5.0)
     assert proc.returncode == 128 + signal.SIGTERM  # the trap's exit: it ran, so the shell got SIGTERM
+    proc.stdout.close()
     with pytest.raises(ProcessLookupError):
         os.killpg(proc.pid, 0)
     # one that ignores SIGTERM is killed once the grace time is over
