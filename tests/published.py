@@ -106,13 +106,19 @@ def inputs_digest(repo: Path = REPO, environ: dict | None = None) -> str:
     return digest.hexdigest()[:20]
 
 
+def copy_kept(source: Path, target: Path) -> None:
+    """KEPT's files and folders from `source` into `target`, figures.json last: a waiter takes its presence for the
+    end of the build."""
+    for name in KEPT:
+        (shutil.copytree if (source / name).is_dir() else shutil.copy2)(source / name, target / name)
+
+
 def keep(folder: Path, entry: Path) -> None:
     """Copy the build in FOLDER to `entry` (by rename: a kept build is whole), and drop older ones beside it."""
     tmp = entry.with_name(f".{entry.name}.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    for name in KEPT:
-        (shutil.copytree if (folder / name).is_dir() else shutil.copy2)(folder / name, tmp / name)
+    copy_kept(folder, tmp)
     try:
         tmp.rename(entry)
     except OSError:  # another session kept the same build first
@@ -131,8 +137,7 @@ def restore(entry: Path, folder: Path) -> bool:
     if not (entry / "figures.json").is_file():
         return False
     try:
-        for name in KEPT:  # figures.json last: a waiter takes its presence for the end of the build
-            (shutil.copytree if (entry / name).is_dir() else shutil.copy2)(entry / name, folder / name)
+        copy_kept(entry, folder)
     except OSError:  # dropped meanwhile by another session that kept a newer build: build here instead
         for name in KEPT:
             if (folder / name).is_dir():
