@@ -3,6 +3,8 @@ import live in tests/helpers.py."""
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import shutil
@@ -21,6 +23,11 @@ pytest_plugins = [
     "mutmut_hits",  # under mutmut's stats run, what a test's subprocesses call counts as called by the test
 ]
 
+
+# NumPy's and SciPy's OpenBLAS use one thread in every process of the session (the workers, the background build,
+# the commands tests start): after each call their idle threads spin on sched_yield, which on 2 cores took a third
+# of the published figures' CPU (15.0 s with 2 threads, 9.6 s with 1, the same files; docs/benchmarks.md).
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 if not os.environ.get("SCALESTUDY_DATA_MIRROR") and default_mirror():
     os.environ["SCALESTUDY_DATA_MIRROR"] = str(default_mirror())
@@ -118,6 +125,10 @@ def pytest_unconfigure(config):
     if folder is not None:
         shutil.rmtree(folder, ignore_errors=True)
         os.environ.pop(published.FOLDER, None)
+    # At exit, after pytest's own last collections (which report a __del__ that raised), the session's objects
+    # (about 750,000 in an xdist worker) are frozen out of the garbage collector: the interpreter's exit then skips
+    # its final collections over them, 2.5 s per worker, which the controller waited for.
+    atexit.register(gc.freeze)
 
 
 def pytest_collection_modifyitems(config, items):

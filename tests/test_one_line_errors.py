@@ -79,3 +79,37 @@ def test_the_model_command_says_it_in_one_line(tmp_path, monkeypatch, capsys):
                     uri=f"sqlite:///{tmp_path / 'none.db'}", monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
     one_line_error(proc, "error: argument workers is 2.5, not a whole number >= 1")
     assert proc.stdout == ""
+
+
+# ----------------------------------------------------------------------------------------------
+# what scalestudy.cli.run does for the whole process when it is the process's command (and not for a test's call)
+
+COMMAND = """
+import gc, os, sys
+from scalestudy.cli import run
+def main(argv):
+    print(os.environ.get("MLFLOW_DISABLE_TELEMETRY"), gc.get_freeze_count() > 0, argv)
+    return int(argv[-1])
+status = run(main, None if sys.argv[1] == "command" else sys.argv[2:])
+print(gc.get_freeze_count() > 0, status)
+"""
+
+
+@pytest.mark.parametrize("env", [{}, {"MLFLOW_DISABLE_TELEMETRY": "false"}], ids=["unset", "set-by-the-user"])
+def test_a_command_turns_mlflow_telemetry_off_unless_told_and_freezes_what_it_made_when_it_ends(env):
+    import os
+    import subprocess
+    import sys
+
+    base = {k: v for k, v in os.environ.items() if k != "MLFLOW_DISABLE_TELEMETRY"}
+
+    def lines(*argv):
+        proc = subprocess.run([sys.executable, "-c", COMMAND, *argv], env={**base, **env}, capture_output=True,
+                              text=True, check=True)  # fmt: skip
+        return proc.stdout.splitlines()
+
+    told = env.get("MLFLOW_DISABLE_TELEMETRY", "true")
+    # as the process's command (argv from sys.argv): telemetry off unless the user said, gc frozen after main only
+    assert lines("command", "3") == [f"{told} False ['command', '3']", "True 3"]
+    # called with argv (a test's in-process call): the process is left as it was
+    assert lines("call", "4") == [f"{env.get('MLFLOW_DISABLE_TELEMETRY')} False ['4']", "False 4"]
