@@ -99,12 +99,14 @@ def pytest_configure(config):
     folder = scratch_folder()
     # the build kept by an earlier session with the same inputs (tests/published.py), where pytest's cache is on
     entry = config.cache.mkdir("published") / published.inputs_digest() if getattr(config, "cache", None) else None
-    if entry is not None and published.restore(entry, folder):
+    kept = published.restore(entry, folder) if entry is not None else None
+    if kept == "figures":
         config.stash[BACKGROUND] = (None, folder)
         config.stash[PUBLISHED_FROM] = f"kept by an earlier session with the same inputs ({entry})"
-    else:
+    else:  # nothing kept, or only the store: a module only the figures load changed (the figures built from it)
         config.stash[BACKGROUND] = (published.start(folder, entry), folder)
-        config.stash[PUBLISHED_FROM] = "built in the background" + (f", kept as {entry}" if entry else "")
+        what = "its store kept, its figures built" if kept else "built"
+        config.stash[PUBLISHED_FROM] = f"{what} in the background" + (f", kept as {entry}" if entry else "")
     os.environ[published.FOLDER] = str(folder)
 
 
