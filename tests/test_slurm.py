@@ -246,12 +246,19 @@ def _artifact_files(uri: str, run_id: str) -> set[str]:
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
-def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path, empty_store):
+def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path, empty_store, monkeypatch, capsys):
     """The submitter's side alone: a job folder with its config and Slurm log but no run.json (Slurm killed the
-    driver) becomes a FAILED run naming the Slurm job; a folder with run.json is recorded as it says."""
+    driver) becomes a FAILED run naming the Slurm job, once Slurm no longer says the job runs; a folder with
+    run.json is recorded as it says."""
     from hydra import compose, initialize_config_dir
 
+    from scalestudy.harness.slurm import sweep
     from scalestudy.harness.slurm.sweep import record_sweep
+
+    # What squeue says of job 7 is the test's: this machine's own Slurm (a cluster's login node, or the one-node
+    # Slurm `make test` starts) may hold a job 7 of its own, which made this test fail once.
+    states = {"7": "RUNNING"}
+    monkeypatch.setattr(sweep, "squeue", lambda job_id, field: states.get(job_id) if field == "%T" else None)
 
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         conf = compose("train", overrides=["cluster=slurm", "workers=2", "model=vgg16", "platform=test"])
@@ -268,6 +275,9 @@ def test_a_job_that_left_no_run_is_recorded_failed_from_its_config(tmp_path, emp
     }
     (job / "config.yaml").write_text(OmegaConf.to_yaml(job_cfg))  # as the driver writes it at its start
     uri = empty_store  # tmp_path/store.db, its tables already made
+    assert record_sweep(tmp_path / "sweep", uri) == []  # Slurm says it still runs: recorded later
+    assert "0_vgg16_tensorflow_w2: its Slurm job is still running; record it later" in capsys.readouterr().err
+    states.clear()
     (done,) = record_sweep(tmp_path / "sweep", uri)
     assert done["status"] == "FAILED" and "Slurm job 7 ended without recording its run" in done["failure"]
     (run,) = load_runs(uri).itertuples()
