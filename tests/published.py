@@ -11,8 +11,9 @@ reads (inputs_digest): the package's file names and its files other than modules
 file, the Python, the installed packages and the environment the build inherits. Which of the package's modules a
 stage depends on is known once it has run: each stage records the modules it loaded, with their sha256, in
 `<stage>.json` (`sources`; the figures' include the store's). The next session with the same key copies the kept
-build if none of its modules changed, only its store if a module that only the figures stage loaded changed (the
-figures are then built again from it), and nothing otherwise. `pytest --cache-clear` drops it.
+build if none of its modules changed, only its store if a module that only the figures stage loaded changed or the
+commit its figures name is not the checkout's (the figures are then built again from it), and nothing otherwise.
+`pytest --cache-clear` drops it.
 
     python tests/published.py FOLDER [ENTRY]   # both stages into FOLDER, kept as ENTRY (what the controller starts)
                                                # (the figures alone if FOLDER holds a kept store)
@@ -30,6 +31,8 @@ import sys
 import time
 from functools import cache
 from pathlib import Path
+
+from scalestudy.provenance import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
 # Set by the xdist controller for its workers: the folder of the background build.
@@ -78,6 +81,7 @@ def run_stage(folder: Path, stage: str, loaded: dict | None = None) -> dict:
         "figures": ["scalestudy.paper", "figures", f"out_dir={folder / 'paper'}"],
     }[stage]
     env = dict(os.environ, MLFLOW_TRACKING_URI=store_uri(folder))
+    commit = git_commit(REPO)  # what the figures name (the commit, and -dirty): they are stale at another
     out = folder / f".{stage}.sources.json"
     argv = [sys.executable, "-c", RECORDING, str(out), *command]
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)
@@ -86,7 +90,7 @@ def run_stage(folder: Path, stage: str, loaded: dict | None = None) -> dict:
     except (OSError, ValueError):  # it died before its exit handlers ran: not a build to keep
         sources = None
     result = {"command": "python -m " + " ".join(command), "returncode": proc.returncode, "stdout": proc.stdout,
-              "stderr": proc.stderr, "sources": sources}  # fmt: skip
+              "stderr": proc.stderr, "sources": sources, "commit": commit}  # fmt: skip
     return record(folder, stage, result)
 
 
@@ -189,15 +193,16 @@ def keep(folder: Path, entry: Path) -> None:
 
 def restore(entry: Path, folder: Path, repo: Path = REPO) -> str | None:
     """Copy what still holds of a kept build into FOLDER and point its store's artifacts there: "figures" (all of
-    it), "store" (its store only: a module that only the figures stage loaded has changed since), or None (nothing
-    kept, or a module the import loaded has changed)."""
+    it), "store" (its store only: a module that only the figures stage loaded has changed since, or the commit its
+    figures name), or None (nothing kept, or a module the import loaded has changed)."""
     try:
         stages = {stage: json.loads((entry / f"{stage}.json").read_text()) for stage in ("store", "figures")}
     except (OSError, ValueError):  # nothing kept, or dropped meanwhile
         return None
     if changed(stages["store"].get("sources"), repo):
         return None
-    kept = "store" if changed(stages["figures"].get("sources"), repo) else "figures"
+    stale = changed(stages["figures"].get("sources"), repo) or stages["figures"].get("commit") != git_commit(repo)
+    kept = "store" if stale else "figures"
     try:
         copy_kept(entry, folder, KEPT if kept == "figures" else STORE_KEPT)
     except OSError:  # dropped meanwhile by another session that kept a newer build: build here instead

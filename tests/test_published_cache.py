@@ -107,6 +107,7 @@ def test_a_real_build_records_the_modules_each_stage_loaded(published_figures, p
     assert "src/scalestudy/ui/server.py" not in figures  # loaded by neither stage
     assert store[importer] == hashlib.sha256((published.REPO / importer).read_bytes()).hexdigest()
     assert published.changed(store, tmp_path) == [] and published.changed(figures, tmp_path) == []
+    assert json.loads((published_folder / "figures.json").read_text())["commit"] == published.git_commit()
     for name, stale in ((importer, ([importer], [importer])), (drawing, ([], [drawing]))):
         text = (tmp_path / name).read_text()
         (tmp_path / name).write_text(text + "# one line more\n")
@@ -124,7 +125,7 @@ def fake_build(folder: Path, repo: Path, empty_store_file: Path, stdout: str = "
     sha = {name: hashlib.sha256((repo / name).read_bytes()).hexdigest() for name in ("a.py", "b.py")}
     ended = {"command": "c", "returncode": 0, "stderr": ""}
     published.record(folder, "store", {**ended, "stdout": "s", "sources": {"a.py": sha["a.py"]}})
-    published.record(folder, "figures", {**ended, "stdout": stdout, "sources": sha})
+    published.record(folder, "figures", {**ended, "stdout": stdout, "sources": sha, "commit": "unknown"})  # no git
     return folder
 
 
@@ -150,6 +151,10 @@ def test_a_kept_build_whose_modules_changed_comes_back_in_part_or_not_at_all(tmp
     assert restored() == (None, [])
     (repo / "a.py").write_text("A = 1\n")
     assert restored()[0] == "figures"
+    figures = json.loads((entry / "figures.json").read_text())
+    published.record(entry, "figures", {**figures, "commit": "0123abc"})  # built at another commit: drawn again
+    assert restored() == ("store", sorted(published.STORE_KEPT))
+    published.record(entry, "figures", figures)
     (repo / "a.py").unlink()  # gone
     assert restored() == (None, [])
     (repo / "a.py").write_text("A = 1\n")
@@ -175,7 +180,8 @@ def test_a_build_on_a_kept_store_draws_the_figures_and_renews_the_entry(tmp_path
         calls.append((stage, loaded))
         (folder / "paper" / "figures").mkdir(parents=True)
         sources = {**loaded, "b.py": hashlib.sha256((repo / "b.py").read_bytes()).hexdigest()}
-        result = {"command": stage, "returncode": 0, "stdout": "drawn again", "stderr": "", "sources": sources}
+        result = {"command": stage, "returncode": 0, "stdout": "drawn again", "stderr": "", "sources": sources,
+                  "commit": "unknown"}  # fmt: skip
         return published.record(folder, stage, result)
 
     monkeypatch.setattr(published, "run_stage", run_stage)
@@ -226,7 +232,8 @@ def test_a_kept_build_comes_back_whole_with_its_artifacts_beside_it(tmp_path, em
     assert not (tmp_path / "store.json").exists()
     shutil.rmtree(entry)
 
-    ended = {"command": "f", "returncode": 0, "stdout": "figure-3", "stderr": "", "sources": {}}
+    ended = {"command": "f", "returncode": 0, "stdout": "figure-3", "stderr": "", "sources": {},
+             "commit": published.git_commit(published.REPO)}  # fmt: skip
     published.record(built, "figures", ended)
     published.keep(built, entry)
     assert sorted(p.name for p in cache.iterdir()) == [".other.12", "abc"]
