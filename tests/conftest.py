@@ -103,7 +103,7 @@ def pytest_configure(config):
     if kept == "figures":
         config.stash[BACKGROUND] = (None, folder)
         config.stash[PUBLISHED_FROM] = f"kept by an earlier session with the same inputs ({entry})"
-    else:  # nothing kept, or only the store: a module only the figures load changed (the figures built from it)
+    else:  # nothing kept, or only its store (its figures stale: drawn again from it)
         config.stash[BACKGROUND] = (published.start(folder, entry), folder)
         what = "its store kept, its figures built" if kept else "built"
         config.stash[PUBLISHED_FROM] = f"{what} in the background" + (f", kept as {entry}" if entry else "")
