@@ -81,7 +81,7 @@ def run_stage(folder: Path, stage: str, loaded: dict | None = None) -> dict:
         "figures": ["scalestudy.paper", "figures", f"out_dir={folder / 'paper'}"],
     }[stage]
     env = dict(os.environ, MLFLOW_TRACKING_URI=store_uri(folder))
-    commit = git_commit(REPO)  # what the figures name (the commit, and -dirty): they are stale at another
+    commit = git_commit(REPO) if stage == "figures" else None  # what figures name (and -dirty): stale at another
     out = folder / f".{stage}.sources.json"
     argv = [sys.executable, "-c", RECORDING, str(out), *command]
     proc = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True)

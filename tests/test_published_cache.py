@@ -129,13 +129,20 @@ def fake_build(folder: Path, repo: Path, empty_store_file: Path, stdout: str = "
     return folder
 
 
-def test_a_kept_build_whose_modules_changed_comes_back_in_part_or_not_at_all(tmp_path, empty_store_file):
+@pytest.fixture()
+def kept(tmp_path, empty_store_file) -> tuple[Path, Path]:
+    """A checkout of two modules, a.py and b.py, and the entry a build of it was kept as (see fake_build)."""
     repo = tmp_path / "repo"
     repo.mkdir()
     (repo / "a.py").write_text("A = 1\n")
     (repo / "b.py").write_text("B = 1\n")
     entry = tmp_path / "cache" / "key"
     published.keep(fake_build(tmp_path / "built", repo, empty_store_file), entry)
+    return repo, entry
+
+
+def test_a_kept_build_whose_modules_changed_comes_back_in_part_or_not_at_all(tmp_path, kept):
+    repo, entry = kept
 
     def restored():
         folder = Path(tempfile.mkdtemp(dir=tmp_path))
@@ -163,13 +170,8 @@ def test_a_kept_build_whose_modules_changed_comes_back_in_part_or_not_at_all(tmp
     assert restored() == (None, [])  # kept before stages recorded what they loaded
 
 
-def test_a_build_on_a_kept_store_draws_the_figures_and_renews_the_entry(tmp_path, empty_store_file, monkeypatch):
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    (repo / "a.py").write_text("A = 1\n")
-    (repo / "b.py").write_text("B = 1\n")
-    entry = tmp_path / "cache" / "key"
-    published.keep(fake_build(tmp_path / "built", repo, empty_store_file), entry)
+def test_a_build_on_a_kept_store_draws_the_figures_and_renews_the_entry(tmp_path, kept, monkeypatch):
+    repo, entry = kept
     (repo / "b.py").write_text("B = 2\n")
     target = tmp_path / "session"
     target.mkdir()
