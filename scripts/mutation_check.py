@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Plant representative bugs one at a time in a scratch copy of the tree and report which the fast tests catch.
 
-    .venv/bin/python scripts/mutation_check.py                 # both lists of scripts/mutations.yaml
+    .venv/bin/python scripts/mutation_check.py                 # every list of scripts/mutations.yaml
     .venv/bin/python scripts/mutation_check.py --list holdout  # one list; --only ID runs one bug
     make mutation-check
 
@@ -122,7 +122,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bugs", type=Path, default=MUTATIONS, help="the YAML of bugs (default scripts/mutations.yaml)"
     )
-    parser.add_argument("--list", default="all", help="which list of the file: main, holdout, independent or all")
+    parser.add_argument(
+        "--list", default="all", help="which list of the file: main, holdout, independent, review or all"
+    )
     parser.add_argument("--only", action="append", help="run only the bug with this id (repeatable)")
     parser.add_argument("--timeout", type=float, default=240, help="seconds per test run (default 240)")
     parser.add_argument("--markdown", type=Path, help="also write the result table to this file")

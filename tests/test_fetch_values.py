@@ -90,6 +90,8 @@ def test_cache_and_mirror_come_from_the_environment(tmp_path, monkeypatch):
     assert mirror_dir() is None
     monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", f" {tmp_path} ")
     assert mirror_dir() == tmp_path
+    monkeypatch.setenv("SCALESTUDY_DATA_MIRROR", "~/mirror")  # quoted in a shell or a CI file: left to us
+    assert mirror_dir() == Path.home() / "mirror"
     monkeypatch.delenv("SCALESTUDY_DATA_MIRROR")
     assert mirror_dir() is None
 

@@ -132,6 +132,13 @@ def test_table7_claims_with_their_intervals(table7):
     malik = [c for c in data["claims"] if c["claim"] == "malik-2018"]
     assert all(c["inside"] is None for c in malik)  # a claim in words: no number to place
     assert "GoogLeNet & K80 & 256 & -- & in words & {\\footnotesize not predicted} & -- \\\\" in tex
+    # Malik et al. state no batch for ResNet-50: the largest of the device's one-GPU runs (conf/scaling: the synthetic
+    # rows of nvidia-dgx-1 P100 and aws-p2.8xlarge K80, tf_benchmarks_2017.csv: batch 32 and 64 on each), 64
+    batches = {(c["model"], c["device"]): c["batch_per_worker"] for c in malik if c["model"] != "googlenet"}
+    assert batches == {("alexnet", "K80"): 512, ("alexnet", "P100"): 512, ("resnet50", "K80"): 64,
+                       ("resnet50", "P100"): 64}  # fmt: skip
+    for device in ("K80", "P100"):
+        assert f" & ResNet-50 & {device} & 256 & 64 & in words & " in tex
 
 
 def test_table7_nearest_measured_systems(table7):

@@ -70,3 +70,19 @@ def test_published_runs_are_finished_unless_the_spec_says_otherwise():
     assert list(study.published_runs(runs, {"model": "a"})["run_id"]) == ["p1"]
     assert list(study.published_runs(runs, {"model": "a", "status": "FAILED"})["run_id"]) == ["p2"]
     assert list(study.published_runs(runs.drop(columns=["source"]), {})["run_id"]) == ["p1", "m1", "p3"]
+
+
+def test_a_claims_batch_is_its_own_else_the_largest_of_the_devices_one_gpu_runs_of_the_model():
+    from types import SimpleNamespace
+
+    runs = pd.DataFrame({"source": "published", "status": "FINISHED", "gpu": ["P100"] * 4 + ["K80"],
+                         "workers": [1, 1, 1, 1, 1], "model": ["resnet50"] * 3 + ["vgg16", "resnet50"],
+                         "batch_per_worker": [32, 64, 128, 256, 512],
+                         "throughput_total": [100.0, 180.0, np.nan, 50.0, 60.0]})  # fmt: skip
+    settings = {"devices": {"p100": {"gpu": "P100", "workers": 1}}}
+    claim = lambda model, batch: SimpleNamespace(model=model, batch_per_worker=batch)  # noqa: E731
+    assert study._claim_batch(runs, settings, claim("resnet50", "16"), "p100") == 16  # stated: the claim's own
+    # not stated (Malik et al.): 64, the largest with a throughput (128 has none; 256 is VGG-16, 512 a K80)
+    assert study._claim_batch(runs, settings, claim("resnet50", "not stated"), "p100") == 64
+    assert study._claim_batch(runs, settings, claim("resnet50", None), "p100") == 64
+    assert study._claim_batch(runs, settings, claim("alexnet", "not stated"), "p100") is None  # no such run

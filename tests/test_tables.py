@@ -597,6 +597,8 @@ def test_number_formats():
     assert (
         formats.trim(1609.32) == "1609.32" and formats.trim(10738.0) == "10738" and formats.trim(15860.5) == "15860.5"
     )
+    # rounded, not cut: half to even (Python's rule) on an exact half
+    assert [formats.integer(v) for v in (209.6, 209.106, 2.5, 3.5, 60000.234)] == ["210", "209", "2", "4", "60000"]
     for fn in (formats.figs, formats.percent, formats.fixed, formats.trim, formats.integer):
         assert fn(None) == "--" and fn(float("nan")) == "--"
     with pytest.raises(ValueError, match="unknown number format"):

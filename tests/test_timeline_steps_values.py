@@ -87,6 +87,19 @@ def test_step_time_from_the_loops_clock_else_the_median_gap_of_three_steps_or_mo
     assert three["step_time_ms"] == pytest.approx(20.0)  # gaps 10 and 30 ms: the median
 
 
+def test_every_per_step_mean_by_hand():
+    # two steps; their means, with bytes as megabytes of 10^6 bytes (the schema's MB), not MiB
+    a = {**step(0, 0.5, 0.25), "negotiate_ms": 0.1, "fusion_copy_ms": 0.02, "fused_allreduces": 3, "bytes": 4e6}
+    b = {**step(10_000, 1.5, 0.75), "negotiate_ms": 0.3, "fusion_copy_ms": 0.04, "fused_allreduces": 5, "bytes": 6e6}
+    metrics = step_metrics([a, b])
+    assert metrics == pytest.approx({
+        "step_comm_ms": 1.0, "step_comm_exposed_ms": 0.5, "step_negotiate_ms": 0.2, "step_fusion_copy_ms": 0.03,
+        "step_allreduces": 4.0, "timeline_steps": 2.0, "step_allreduce_mb": 5.0,
+        "step_comm_overlap_share": 1 - 1.0 / 2.0,  # 1 of the 2 ms exposed
+    })  # fmt: skip
+    assert "step_allreduce_mb" not in step_metrics([a, {**b, "bytes": None}])  # one step's size unknown: no mean
+
+
 def test_the_overlap_share_needs_some_communication():
     # 0.5 ms of allreduce per step, 0.25 exposed: half of it hidden behind compute
     assert step_metrics([step(0, 0.5, 0.25)])["step_comm_overlap_share"] == pytest.approx(0.5)
