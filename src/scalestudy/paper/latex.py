@@ -69,7 +69,7 @@ def render(path: Path, what: str, **context) -> str:
     env = environment(path.parent)
     try:
         return env.get_template(path.name).render(**context)
-    except (jinja2.TemplateError, TypeError, KeyError, AttributeError) as err:
+    except (jinja2.TemplateError, TypeError, ValueError, KeyError, AttributeError) as err:
         line = getattr(err, "lineno", None) or next(
             (f.lineno for f in reversed(traceback.extract_tb(err.__traceback__)) if f.filename == str(path)), None
         )
