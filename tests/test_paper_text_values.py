@@ -133,6 +133,8 @@ def test_select_runs_by_source_filter_and_status():
 
     chosen = select_runs(RUNS, {"published": {"model": "a"}, "measured": {"model": "a"}}, "published", "figure 9")
     assert list(chosen["run_id"]) == ["p1"] and list(chosen.index) == [0]  # FINISHED unless said; index anew
+    assert list(chosen.columns) == list(RUNS.columns)  # the old index dropped, not kept as a column
+    assert list(select_runs(RUNS, {"measured": {"model": "a"}}, "all", "f")["run_id"]) == ["m1"]  # after an empty one
     assert list(select_runs(RUNS, {"published": {"model": "a", "status": "FAILED"}}, "published", "f")["run_id"]) == [
         "p3"
     ]
@@ -184,6 +186,7 @@ def test_the_sidecars_run_list_and_ui_link():
     assert [e["import_key"] for e in run_entries(RUNS.drop(columns="import_key").iloc[:2])] == [None, None]
     entry = ui_entry("figure-9", RUNS.iloc[[1, 0]], "speedup")
     assert entry["saved_view"]["name"] == "figure-9 · 2 runs in e1, e2 · speedup"
+    assert ui_entry("figure-9", RUNS.iloc[[0]])["saved_view"]["name"] == "figure-9 · 1 run"  # no title
     assert entry["saved_view"]["experiment_ids"] == ["1", "2"]
     assert entry["link"].startswith("#/compare-experiments/s?experiments=%5B%221%22%2C%222%22%5D&")
     assert "attributes.run_id%20IN%20%28%27p1%27%2C%20%27p2%27%29" in entry["search_link"]

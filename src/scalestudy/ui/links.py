@@ -120,7 +120,7 @@ def runs_view(name: str, runs: Iterable[tuple[str, str, str]], title: str = "") 
     if not runs:
         raise ValueError(f"{name}: no runs to link to")
     experiments = sorted({(eid, exp) for _, eid, exp in runs}, key=lambda e: _experiment_order(e[0]))
-    label = f"{name} · {len(runs)} runs"
+    label = f"{name} · {len(runs)} run{'' if len(runs) == 1 else 's'}"
     if len(experiments) > 1:
         label += " in " + ", ".join(exp for _, exp in experiments)
     if title:
