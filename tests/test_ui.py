@@ -56,3 +56,27 @@ def test_a_views_tag_is_the_ui_envelope_with_sorted_keys_and_its_place_as_time()
         '"updatedAt": 999998}'
     )
     assert json.loads(view.tag_value())["createdAt"] == 1_000_000
+
+
+def test_the_runs_tables_state_and_a_views_key_by_hand():
+    import hashlib
+
+    from scalestudy.ui.links import _view, view_state
+
+    state = view_state(["b", "a"])
+    assert state == {
+        "searchFilter": "attributes.run_id IN ('a', 'b')",
+        "orderByKey": "tags.`mlflow.runName`",
+        "orderByAsc": True,  # by run name, A to Z
+        "selectedColumns": [
+            "params.`model`", "params.`framework`", "params.`workers`", "params.`device`", "params.`data`",
+            "params.`batch_per_worker`", "params.`platform`", "metrics.`throughput_total`",
+            "metrics.`efficiency_published`", "metrics.`time_work_s`", "metrics.`time_per_epoch_s`",
+            "metrics.`memory_peak_mb`",
+        ],
+    }  # fmt: skip
+    # the key: the name and 12 hex digits of the state's JSON with sorted keys, whatever order the state was built in
+    text = json.dumps(dict(sorted(state.items())))
+    view = _view("figure-9", "title", ["1"], dict(reversed(list(state.items()))))
+    assert view.key == "figure-9-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+    assert view == _view("figure-9", "title", ["1"], state)
