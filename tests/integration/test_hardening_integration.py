@@ -111,7 +111,7 @@ def test_a_run_deleted_through_the_ui_is_refused_by_the_builder(store_copy, tmp_
 
 def _kill_while_tables_are_made(uri: str, db: Path) -> str:
     """Start a first import on a new store and SIGKILL it as soon as MLflow's schema stands short of its head
-    (the migrations run for about a second): returns the revision it was killed at."""
+    (the migrations run for about a second): returns the revision the store holds once it is dead."""
     import sqlite3
 
     from mlflow.store.db.utils import _get_latest_schema_revision
@@ -120,22 +120,30 @@ def _kill_while_tables_are_made(uri: str, db: Path) -> str:
     env = dict(os.environ, MLFLOW_TRACKING_URI=uri)
     proc = subprocess.Popen([sys.executable, "-m", "scalestudy.ingest", "horovod-docs"], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    revision = None
+    seen = None
     try:
-        while proc.poll() is None and revision is None:
+        while proc.poll() is None and seen is None:
             if db.exists():
                 try:
                     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
                     row = con.execute("SELECT version_num FROM alembic_version").fetchone()
                     con.close()
-                    revision = row[0] if row and row[0] != head else None
+                    seen = row[0] if row and row[0] != head else None
                 except sqlite3.Error:
                     pass  # no such table yet, or a migration holds the database: look again
             time.sleep(0.002)
     finally:
         proc.kill()
         proc.wait()
-    assert revision is not None, "the import finished making the tables before it could be killed"
+    assert seen is not None, "the import finished making the tables before it could be killed"
+    # Read again: a migration may have ended between the read and the kill (it did once on a fast machine, and the
+    # builder then named the next revision). A read-write connection finds the store as the builder will.
+    con = sqlite3.connect(db)
+    try:
+        (revision,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
+    finally:
+        con.close()
+    assert revision != head, "the import finished making the tables before it was killed"
     return revision
 
 
