@@ -49,7 +49,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
 
 .PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
-	bench-build bench-harness system-paper system-ui system-slurm system-build docker sif refresh-digest \
+	bench-build bench-harness data-cifar10 system-paper system-ui system-slurm system-build docker sif refresh-digest \
 	container-check lint model-sizes mutation-check mutation-lists system-image image-cpu image-test
 
 help: ## this list (from the `##` comments of the Makefile)
@@ -174,6 +174,10 @@ RUN_ARGS_6 := $(CPU_RUN) hydra.sweeper.params.model=resnet50 epochs=1
 RUN_ARGS_9 := $(CPU_RUN) steps=15 warmup_steps=3
 run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (N = 1, 2, 5, 6, 9; 1 and 2 CPU ranks; SIZE=full as configured)
 	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)
+
+# CIFAR-10 for the figure sweeps on GPUs (data=cifar10): into the data cache, as the published raw files are.
+data-cifar10: $(VENV)/.build.stamp ## fetch CIFAR-10 (170 MB) into the data cache by URL and SHA-256; prints its path for data.path=
+	@$(PY) -m scalestudy.ingest data cifar10
 
 # The models' gradient sizes, counted in Keras and Gluon (the scaling model reads the committed table).
 model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable parameters and FLOPs (src/scalestudy/scaling/gradient_sizes.csv)

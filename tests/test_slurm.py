@@ -182,7 +182,14 @@ def test_cluster_slurm_config_composes_with_the_submitit_launcher():
             return_hydra_config=True,
         )
     launcher = OmegaConf.to_container(conf.hydra.launcher, resolve=True)
-    assert launcher["_target_"].endswith("submitit_launcher.SlurmLauncher")
+    assert launcher["_target_"] == "hydra_plugins.scalestudy_slurm.launcher.CheckedSlurmLauncher"
+    from hydra.core.plugins import Plugins
+    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
+
+    from hydra_plugins.scalestudy_slurm.launcher import CheckedSlurmLauncher
+
+    # Hydra finds it among its plugins (only hydra_plugins.* can be a launcher), and it is submitit's Slurm launcher
+    assert CheckedSlurmLauncher in Plugins.instance().discover() and issubclass(CheckedSlurmLauncher, SlurmLauncher)
     assert (launcher["partition"], launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (
         "gpu",
         2,

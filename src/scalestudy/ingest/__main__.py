@@ -1,6 +1,8 @@
 """python -m scalestudy.ingest [DATASET ...]: import published measurements into MLflow (idempotent).
 
 `python -m scalestudy.ingest logs PATH... --experiment NAME` imports benchmark logs instead (ingest/logs/command.py).
+`python -m scalestudy.ingest data cifar10` fetches a training data set's archive into the data cache (by URL and
+SHA-256, or from SCALESTUDY_DATA_MIRROR) and prints its path, for data.path= (make data-cifar10).
 
 Every dataset is read and checked before the first run is written; then each dataset is written as one
 transaction (store.sync_experiment), under the store's lock, so concurrent imports wait for each other.
@@ -25,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         from .logs import command as logs_command
 
         return logs_command.main(argv[1:])
+    if argv[:1] == ["data"]:
+        return fetch_data(argv[1:])
     parsers = registry()
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
     ap.add_argument("datasets", nargs="*", metavar="DATASET",
@@ -80,6 +84,21 @@ def main(argv: list[str] | None = None) -> int:
         failed = next(n for n in parsed if n not in done)
         kept = f"{', '.join(done)} imported; " if done else ""
         print(f"error: {cli.one_line(err)} ({kept}nothing of {failed} or later written)", file=sys.stderr)
+        return 2
+    return 0
+
+
+def fetch_data(argv: list[str]) -> int:
+    """python -m scalestudy.ingest data NAME: the archive's path in the cache on stdout (fetched if need be)."""
+    from .fetch import fetch_training_data, training_archives
+
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest data", description=fetch_data.__doc__)
+    ap.add_argument("name", choices=sorted(training_archives()), help="the training data set (conf/data/NAME.yaml)")
+    args = ap.parse_args(argv)
+    try:
+        print(fetch_training_data(args.name))
+    except SchemaError as err:
+        print(f"error: {cli.one_line(err)}", file=sys.stderr)
         return 2
     return 0
 

@@ -142,7 +142,36 @@ def fetch_raw_files(dataset: str, files: list[RawFile], mirror_folder: str | Non
     return {raw.path: _fetch_one(dataset, raw, cache, mirror, folders) for raw in files}
 
 
-def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None, folders: list[str]) -> Path:
+TRAINING_DATA = "datasets"  # the cache's (and the mirror's) folder of training data archives
+
+
+def training_archives() -> dict[str, RawFile]:
+    """{data set: its archive} for every conf/data/<name>.yaml that names one (`archive`: file, url, sha256)."""
+    from omegaconf import OmegaConf
+
+    from ..config import CONF_DIR
+
+    found = {}
+    for path in sorted((CONF_DIR / "data").glob("*.yaml")):
+        archive = OmegaConf.load(path).get("archive")
+        if archive:
+            found[path.stem] = RawFile(str(archive.file), str(archive.url), str(archive.sha256), str(path))
+    return found
+
+
+def fetch_training_data(name: str) -> Path:
+    """The archive of training data set `name` in the cache (<cache>/datasets/<file>), verified against the
+    SHA-256 its config pins; from the cache, the mirror (<mirror>/datasets/<file>) or its URL, with progress."""
+    archives = training_archives()
+    if name not in archives:
+        raise SchemaError(f"no archive to fetch for data={name}; data sets with one: {', '.join(archives)}")
+    raw = archives[name]
+    return _fetch_one(TRAINING_DATA, raw, cache_dir() / TRAINING_DATA, mirror_dir(), [TRAINING_DATA], progress=True)
+
+
+def _fetch_one(
+    dataset: str, raw: RawFile, cache: Path, mirror: Path | None, folders: list[str], progress: bool = False
+) -> Path:
     target = cache / raw.path
     stale = ""
     if target.is_file():
@@ -168,7 +197,7 @@ def _fetch_one(dataset: str, raw: RawFile, cache: Path, mirror: Path | None, fol
             return copy
         return target
     try:
-        return _download(raw, target)
+        return _download(raw, target, progress)
     except _DownloadError as err:
         looked = f"not in the cache ({target})" + (
             f", nor in the mirror ({' or '.join(str(c) for c in copies)})"
@@ -195,7 +224,7 @@ def _copy_into(source: Path, target: Path) -> None:
         raise
 
 
-def _download(raw: RawFile, target: Path) -> Path:
+def _download(raw: RawFile, target: Path, progress: bool = False) -> Path:
     """Fetch raw.url into the cache with pooch, which checks the SHA-256 and writes through a temporary file."""
     import pooch
 
@@ -203,7 +232,7 @@ def _download(raw: RawFile, target: Path) -> Path:
     print(f"fetching {raw.url} -> {target}", file=sys.stderr)
     target.parent.mkdir(parents=True, exist_ok=True)
     timeout = download_timeout()
-    downloader = pooch.HTTPDownloader(progressbar=False, timeout=timeout)
+    downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)  # a bar for the large archives
     try:
         fetched = pooch.retrieve(
             raw.url, known_hash=f"sha256:{raw.sha256}", fname=target.name, path=target.parent, downloader=downloader

@@ -109,6 +109,10 @@ def report(sweep_dir: Path, uri: str | None) -> int:
 
 def _record_in_child(sweep_dir: Path, uri: str | None) -> None:
     # At exit the interpreter starts no more threads, and MLflow needs some: record from a fresh process.
+    from ..job_config import JOB_CONFIG
+
+    if not any(sweep_dir.glob(f"*/{JOB_CONFIG}")):  # refused before or by sbatch: no job started, none to record
+        return
     cmd = [sys.executable, "-m", "scalestudy.harness.slurm", "record", str(sweep_dir)] + (["--uri", uri] if uri else [])
     subprocess.run(cmd, check=False)
 
