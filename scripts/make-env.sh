@@ -28,7 +28,7 @@ step "installing the pinned packages of [$extras] from $lock (uv)"
 # Compile every installed module once: without .pyc files (uv writes none by default, and
 # PYTHONDONTWRITEBYTECODE is set on some machines) each run recompiles pandas, matplotlib, TensorFlow...
 # from source: `make figure-3` took 7.0 s instead of 2.3 s here, and `import tensorflow` 14.8 s.
-"$venv/bin/uv" pip install --compile-bytecode -p "$venv/bin/python" -c "$lock" --excludes <(echo horovod) \
+"$venv/bin/uv" pip install -q --compile-bytecode -p "$venv/bin/python" -c "$lock" --excludes <(echo horovod) \
   -e ".[$extras]"
 
 [ "$horovod" = horovod ] || exit 0
