@@ -24,7 +24,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from .cli import one_line
-from .config import CONF_DIR
+from .cli import run as run_command
+from .config import CONF_DIR, show_sweep_configs, wants_sweep_configs
 from .harness.driver import RunFailed, record, run
 
 
@@ -42,4 +43,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if wants_sweep_configs(sys.argv[1:]):  # `-m ... --cfg job`: each job's config (Hydra refuses --cfg with -m)
+        sys.exit(run_command(lambda argv: show_sweep_configs("train", argv)))
     sys.exit(main())
