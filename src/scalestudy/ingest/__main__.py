@@ -26,18 +26,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return logs_command.main(argv[1:])
     parsers = registry()
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
-    ap.add_argument("datasets", nargs="*", metavar="DATASET",
-                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
-    ap.add_argument("--reference-dir", type=Path, default=reference_dir())
-    ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
-                    help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
-    ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")
-    args = ap.parse_args(argv)
+    args = parse_args(argv)
     names = args.datasets or list(parsers)
-    unknown = [n for n in names if n not in parsers]
-    if unknown:
-        ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
     if args.targets:
         try:
             used = datasets_for(args.targets, args.reference_dir, names)
@@ -82,6 +72,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {cli.one_line(err)} ({kept}nothing of {failed} or later written)", file=sys.stderr)
         return 2
     return 0
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line of `python -m scalestudy.ingest [DATASET ...]`; a wrong one exits 2 with argparse's usage."""
+    parsers = registry()
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
+    ap.add_argument("datasets", nargs="*", metavar="DATASET",
+                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
+    ap.add_argument("--reference-dir", type=Path, default=reference_dir())
+    ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
+                    help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
+    ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.datasets if n not in parsers]
+    if unknown:
+        ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
+    return args
 
 
 def datasets_for(targets: list[str], reference_dir: Path, names: list[str]) -> set[str]:
