@@ -90,7 +90,9 @@ def block_commands(name: str, block: list[tuple[int, str]], console: bool) -> li
     commands: list[DocCommand] = []
     pending, start = "", 0
     for number, line in block:
-        if not pending:
+        if pending:
+            line = line.lstrip()  # a continuation's indent
+        else:
             if console and not line.startswith("$ "):
                 continue  # a console block's output
             line, start = line.removeprefix("$ "), number
