@@ -8,6 +8,7 @@ import re
 
 import pytest
 from helpers import run_module
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 
@@ -124,6 +125,7 @@ def test_cfg_job_prints_each_job_of_a_sweep(capsys):
     assert headers == [f"# job {n} of 3: model=vgg19 workers={w} experiment=figure-1" for n, w in enumerate((1, 2, 4))]
     assert re.findall(r"^workers: (\d+)$", out, re.M) == ["1", "2", "4"]
     assert "hydra:" not in out and "sweeper" not in out and out.count("study: figure-1") == 3
+    assert not HydraConfig.initialized()  # no job of the sweep left as the process's own (harness/record.py reads it)
 
 
 def test_cfg_hydra_and_package(capsys):

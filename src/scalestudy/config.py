@@ -104,10 +104,15 @@ def show_sweep_configs(config_name: str, argv: list[str]) -> int:
         jobs = sweep_jobs(args.config_name or config_name, args.overrides)
     except HydraException as err:
         raise ValueError(f"configuration: {err}") from None
-    for num, (job_overrides, cfg) in enumerate(jobs):
-        HydraConfig.instance().set_config(cfg)  # ${hydra:...} resolves under --resolve, as in Hydra's --cfg
-        print(f"# job {num} of {len(jobs)}: {' '.join(job_overrides)}")
-        print(shown_config(cfg, args.cfg, args.package, args.resolve), end="")
+    hydra_config = HydraConfig.instance()
+    before = hydra_config.cfg
+    try:
+        for num, (job_overrides, cfg) in enumerate(jobs):
+            hydra_config.set_config(cfg)  # ${hydra:...} resolves under --resolve, as in Hydra's --cfg
+            print(f"# job {num} of {len(jobs)}: {' '.join(job_overrides)}")
+            print(shown_config(cfg, args.cfg, args.package, args.resolve), end="")
+    finally:
+        hydra_config.cfg = before  # a caller in the same process (a test) sees no job of this sweep as its own
     return 0
 
 
