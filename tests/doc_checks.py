@@ -266,7 +266,7 @@ def check_scaling(args: list[str]) -> None:
         raise DocCommandError(f"python -m scalestudy.scaling {command}: no such command ({', '.join(COMMANDS)})")
     if command in ("predict", "validate") and rest != ["help"]:
         load_settings(rest)
-    elif command == "sizes" and rest not in ([], ["--out", *rest[1:2]]):
+    elif command == "sizes" and rest and (len(rest) != 2 or rest[0] != "--out"):
         raise DocCommandError(f"python -m scalestudy.scaling sizes {' '.join(rest)}: only --out PATH")
 
 
@@ -328,12 +328,12 @@ def check_docker(args: list[str]) -> None:
     rest = args[1:]
     while rest and rest[0].startswith("-"):
         option = rest.pop(0)
+        if option.startswith("--entrypoint"):
+            return  # another program than the harness
         if option in DOCKER_RUN_VALUED:
             rest.pop(0)
         elif option.split("=", 1)[0] not in DOCKER_RUN_VALUED | DOCKER_RUN_FLAGS:
             raise DocCommandError(f"docker run {option}: an option this check does not know (DOCKER_RUN_VALUED?)")
-        elif option.startswith("--entrypoint"):
-            return  # another program than the harness
     if rest and STUDY_IMAGE.match(rest[0]):
         check_train(rest[1:])
 

@@ -131,6 +131,7 @@ def test_the_checks_pass_what_runs():
         "SIF_FROM_ARCHIVE=scalestudy.tar make sif",
         "make figure-3 & make figure-4  # both at once",
         "docker run --rm -v $PWD/work:/work REGISTRY/scalestudy:TAG framework=mxnet workers=2",
+        "docker run --rm --entrypoint bash scalestudy:cpu -c 'echo any'",  # not the harness: not composed
     ]:
         check_command(DocCommand("test:1", text))
 

@@ -1,4 +1,5 @@
-"""python -m scalestudy.train [OVERRIDE...]   (or -m experiment=figure-1 for a figure's sweep)
+"""python -m scalestudy.train [OVERRIDE...]   (or -m experiment=figure-1 for a figure's sweep; add --cfg job to see
+each job's config without running it: config.show_sweep_configs)
 
 The entry point of one training job (thin, as in lightning-hydra-template): main -> run -> record, in
 scalestudy.harness.driver.
