@@ -165,12 +165,13 @@ ui: $(SIDECARS) ## the MLflow UI on http://127.0.0.1:5000, printing links to eac
 # A figure's sweep (conf/experiment/figure-N.yaml) here, through horovodrun, 1 and 2 ranks. By default sized for
 # a 2-core machine with no GPU and no CIFAR-10 (synthetic 75 px images, a few minutes); SIZE=full runs the sweep
 # as configured, e.g. on a GPU node:
-#   make run-figure-1 SIZE=full ARGS='device=gpu data.path=/data/cifar-10-python.tar.gz hydra.sweeper.params.workers=1,2,4'
+#   make run-figure-1 SIZE=full ARGS='device=gpu data.path=/data/cifar-10-python.tar.gz workers=1,2,4'
+# (a sweep on the command line, `workers=1,2,4`, replaces the same key of the experiment's hydra.sweeper.params).
 CPU_RUN := data=synthetic data.image_size=75 data.num_images=256 batch_per_worker=8 steps=30 warmup_steps=5
 RUN_ARGS_1 := $(CPU_RUN)
 RUN_ARGS_2 := $(CPU_RUN)
-RUN_ARGS_5 := $(CPU_RUN) hydra.sweeper.params.model=resnet50
-RUN_ARGS_6 := $(CPU_RUN) hydra.sweeper.params.model=resnet50 epochs=1
+RUN_ARGS_5 := $(CPU_RUN) model=resnet50
+RUN_ARGS_6 := $(CPU_RUN) model=resnet50 epochs=1
 RUN_ARGS_9 := $(CPU_RUN) steps=15 warmup_steps=3
 run-figure-%: $(TRAIN_VENV)/.train.stamp ## figure N's sweep measured here (N = 1, 2, 5, 6, 9; 1 and 2 CPU ranks; SIZE=full as configured)
 	$(TRAIN_PY) -m scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)

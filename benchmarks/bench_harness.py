@@ -170,7 +170,8 @@ def common(args) -> dict:
     }
 
 
-def main() -> None:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `make bench-harness ARGS=...` (python benchmarks/bench_harness.py ...)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="resnet50", choices=sorted(KERAS))
     parser.add_argument("--image-size", type=int, default=224)
@@ -182,6 +183,11 @@ def main() -> None:
     parser.add_argument("--keep-runs", action="store_true", help="log the harness run to MLFLOW_TRACKING_URI")
     parser.add_argument("--bare-rank", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = argument_parser()
     args = parser.parse_args()
     if args.bare_rank:
         return bare_rank(args)

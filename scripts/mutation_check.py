@@ -117,7 +117,8 @@ def plant(copy: Path, bug: dict) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `make mutation-lists ARGS=...` (scripts/mutation_check.py ...)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--bugs", type=Path, default=MUTATIONS, help="the YAML of bugs (default scripts/mutations.yaml)"
@@ -129,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=240, help="seconds per test run (default 240)")
     parser.add_argument("--markdown", type=Path, help="also write the result table to this file")
     parser.add_argument("--keep", action="store_true", help="keep the scratch copy (its path is printed)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser()
     args = parser.parse_args(argv)
     try:
         lists = load(args.bugs)

@@ -344,7 +344,8 @@ def report(
     return "\n".join(lines) + "\n", share
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `make mutation-check ARGS=...` (scripts/mutation_report.py --run ...)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", nargs="*", metavar="NAME", help="run mutmut first (on these mutant names/globs)")
     parser.add_argument(
@@ -372,6 +373,11 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         help=f"merge mutants/'s results into {LEDGER.name} as a run of MINUTES (after a run stopped otherwise)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argument_parser()
     args = parser.parse_args(argv)
     try:
         triage = load_triage()

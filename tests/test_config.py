@@ -1,14 +1,18 @@
-"""Every config in conf/ composes (Hydra's compose API, nothing runs), resolves, and names functions that exist."""
+"""Every config in conf/ composes (Hydra's compose API, nothing runs), resolves, and names functions that exist;
+a multirun's jobs compose as Hydra makes them."""
 
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import pytest
+from helpers import run_module
+from hydra.core.hydra_config import HydraConfig
 from hydra.utils import get_method
 from omegaconf import OmegaConf
 
-from scalestudy.config import CONF_DIR, compose
+from scalestudy.config import CONF_DIR, compose, show_sweep_configs, sweep_jobs
 
 GROUPS = {
     group: sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
@@ -88,3 +92,60 @@ def test_under_make_test_a_skipped_test_fails_and_says_why(pytester, monkeypatch
     pytester.makepyfile(test_widget=data)
     pytester.makeini("[pytest]\nmarkers =\n    may_skip: data\n")
     pytester.runpytest_inprocess("-p", "require_all", "-p", "no:cacheprovider").assert_outcomes(skipped=1)
+
+
+# --------------------------------------------------------------------------------------------
+# A multirun's jobs, composed as Hydra's BasicSweeper makes them: `python -m scalestudy.train -m ... --cfg job`
+# (issue 40; Hydra alone refuses --cfg with -m)
+
+
+def test_a_command_line_sweep_replaces_the_experiments_sweep_of_the_same_key():
+    jobs = sweep_jobs("train", ["experiment=figure-1", "workers=1,2,4"])
+    models = 3  # conf/experiment/figure-1.yaml: vgg19, resnet101_v2, inception3
+    assert len(jobs) == 3 * models
+    assert sorted({cfg.workers for _, cfg in jobs}) == [1, 2, 4]
+    assert {cfg.model.name for _, cfg in jobs} == {"vgg19", "resnet101_v2", "inception3"}
+    assert jobs[0][0] == ["model=vgg19", "workers=1", "experiment=figure-1"]
+    assert [cfg.hydra.job.num for _, cfg in jobs] == list(range(len(jobs)))
+
+
+def test_a_hydra_override_of_one_sweep_value_sets_it():
+    jobs = sweep_jobs("train", ["experiment=figure-9", "hydra.sweeper.params.model=vgg16", "framework=mxnet"])
+    assert [job for job, _ in jobs] == [
+        ["framework=mxnet", "model=vgg16", f"workers={n}", "experiment=figure-9"] for n in (1, 2)
+    ]
+    assert {cfg.model.name for _, cfg in jobs} == {"vgg16"}
+
+
+def test_cfg_job_prints_each_job_of_a_sweep(capsys):
+    argv = ["-m", "experiment=figure-1", "model=vgg19", "workers=1,2,4", "--cfg", "job"]
+    assert show_sweep_configs("train", argv) == 0
+    out = capsys.readouterr().out
+    headers = [line for line in out.splitlines() if line.startswith("# job ")]
+    assert headers == [f"# job {n} of 3: model=vgg19 workers={w} experiment=figure-1" for n, w in enumerate((1, 2, 4))]
+    assert re.findall(r"^workers: (\d+)$", out, re.M) == ["1", "2", "4"]
+    assert "hydra:" not in out and "sweeper" not in out and out.count("study: figure-1") == 3
+    assert not HydraConfig.initialized()  # no job of the sweep left as the process's own (harness/record.py reads it)
+
+
+def test_cfg_hydra_and_package(capsys):
+    sweep = ["-m", "experiment=figure-9", "model=vgg16", "framework=mxnet"]
+    show_sweep_configs("train", [*sweep, "--cfg", "hydra", "--package", "hydra.job"])
+    out = capsys.readouterr().out
+    assert out.count("# @package hydra.job") == 2 and "num: 1" in out and "workers: " not in out
+
+
+def test_a_bad_override_is_a_value_error_with_hydras_message():
+    for bad in ("cluster.partitionx=gpu", "hydra.sweeper.params.workers=1,2,4"):
+        with pytest.raises(ValueError, match=r"^configuration: "):
+            show_sweep_configs("train", ["-m", "experiment=figure-1", bad, "--cfg", "job"])
+
+
+def test_the_entry_point_prints_a_sweeps_configs_or_one_line_and_exit_2(tmp_path):
+    """python -m scalestudy.train -m ... --cfg job: Hydra alone ends in a ValueError traceback (--cfg with -m)."""
+    done = run_module("scalestudy.train", "-m", "experiment=figure-1", "cluster.partitionx=gpu", "--cfg", "job",
+                      uri="sqlite:///unused.db", cwd=tmp_path, check=False)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert done.stderr.startswith("error: configuration: Could not override 'cluster.partitionx'")
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []  # no job folder: nothing ran

@@ -38,6 +38,105 @@ def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), conf:
         GlobalHydra.instance().clear()
 
 
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def sweep_jobs(
+    config_name: str, overrides: list[str] | tuple[str, ...] = (), conf: Path | None = None
+) -> list[tuple[list[str], DictConfig]]:
+    """The jobs of a multirun (`-m`), each composed as Hydra's BasicSweeper and BasicLauncher would, nothing run:
+    [(the job's overrides, its config, `hydra` included), ...].
+
+    As in Hydra: the master config is composed in MULTIRUN mode; the sweep is its `hydra.sweeper.params` followed by
+    the command line's task overrides, split by BasicSweeper.split_arguments (a command-line `workers=1,2,4`
+    replaces the params' `workers`); each job is the master's hydra overrides plus its own, composed in RUN mode.
+    Hydra's errors (a bad key, a missing choice) come through as they are."""
+    from hydra import initialize_config_dir
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
+    from omegaconf import open_dict
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf or CONF_DIR), version_base="1.3", job_name=config_name):
+            loader = GlobalHydra.instance().config_loader()
+            master = loader.load_configuration(config_name, list(overrides), RunMode.MULTIRUN)
+            if master.hydra.sweeper.get("_target_") != BASIC_SWEEPER:  # another sweeper makes other jobs
+                raise ValueError(f"hydra.sweeper is {master.hydra.sweeper.get('_target_')}: only {BASIC_SWEEPER}")
+            params = [f"{key}={value}" for key, value in (master.hydra.sweeper.params or {}).items()]
+            parsed = OverridesParser.create(config_loader=loader).parse_overrides(
+                params + list(master.hydra.overrides.task)
+            )
+            (batch,) = BasicSweeper.split_arguments(parsed, None)
+            jobs = []
+            for num, job_overrides in enumerate(batch):
+                cfg = loader.load_sweep_config(master, job_overrides)
+                with open_dict(cfg):  # what Hydra's BasicLauncher sets before the job runs
+                    cfg.hydra.job.id = cfg.hydra.job.num = num
+                jobs.append((job_overrides, cfg))
+            return jobs
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def wants_sweep_configs(argv: list[str]) -> bool:
+    """`-m ... --cfg job|hydra|all`: Hydra itself refuses --cfg with -m (its --cfg composes one run)."""
+    from hydra._internal.utils import get_args_parser
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    return bool(args.multirun and args.cfg)
+
+
+def show_sweep_configs(config_name: str, argv: list[str]) -> int:
+    """Print each job of the multirun `argv` asks for (`-m OVERRIDE... --cfg job|hydra|all [--package P]
+    [--resolve]`), under a header line naming the job's overrides, as Hydra's --cfg prints one run; nothing runs,
+    nothing is submitted. A bad override is a ValueError with Hydra's message."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.errors import HydraException
+
+    args = get_args_parser().parse_args(argv)
+    if args.config_path or args.config_dir:
+        raise ValueError("-m with --cfg: --config-path and --config-dir are not supported here")
+    try:
+        jobs = sweep_jobs(args.config_name or config_name, args.overrides)
+    except HydraException as err:
+        raise ValueError(f"configuration: {err}") from None
+    hydra_config = HydraConfig.instance()
+    before = hydra_config.cfg
+    try:
+        for num, (job_overrides, cfg) in enumerate(jobs):
+            hydra_config.set_config(cfg)  # ${hydra:...} resolves under --resolve, as in Hydra's --cfg
+            print(f"# job {num} of {len(jobs)}: {' '.join(job_overrides)}")
+            print(shown_config(cfg, args.cfg, args.package, args.resolve), end="")
+    finally:
+        hydra_config.cfg = before  # a caller in the same process (a test) sees no job of this sweep as its own
+    return 0
+
+
+def shown_config(cfg: DictConfig, cfg_type: str, package: str | None, resolve: bool) -> str:
+    """What Hydra's `--cfg job|hydra|all [--package P] [--resolve]` prints of one composed config."""
+    from hydra._internal.hydra import Hydra
+    from omegaconf import OmegaConf, flag_override
+
+    if cfg_type == "job":
+        with flag_override(cfg, ["struct", "readonly"], [False, False]):
+            del cfg["hydra"]
+    elif cfg_type == "hydra":
+        cfg = Hydra.get_sanitized_hydra_cfg(cfg)
+    package = None if package == "_global_" else package
+    node = cfg if package is None else OmegaConf.select(cfg, package)
+    if node is None:
+        raise LookupError(f"package {package!r} not found in the config")
+    if not OmegaConf.is_config(node):
+        return f"{node}\n"
+    if resolve:
+        OmegaConf.resolve(node)
+    return ("" if package is None else f"# @package {package}\n") + OmegaConf.to_yaml(node)
+
+
 # The functions a figure, table or number may name as `_target_` (a Hydra override can name any function of the
 # package otherwise, e.g. one that writes files): those defined in the derived quantities, the paper builder's
 # modules (drawing, tables, numbers) and the scaling model's report; public, and not one of the builder's own

@@ -1,4 +1,5 @@
-"""python -m scalestudy.train [OVERRIDE...]   (or -m experiment=figure-1 for a figure's sweep)
+"""python -m scalestudy.train [OVERRIDE...]   (or -m experiment=figure-1 for a figure's sweep; add --cfg job to see
+each job's config without running it: config.show_sweep_configs)
 
 The entry point of one training job (thin, as in lightning-hydra-template): main -> run -> record, in
 scalestudy.harness.driver.
@@ -24,7 +25,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from .cli import one_line
-from .config import CONF_DIR
+from .cli import run as run_command
+from .config import CONF_DIR, show_sweep_configs, wants_sweep_configs
 from .harness.driver import RunFailed, record, run
 
 
@@ -42,4 +44,6 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if wants_sweep_configs(sys.argv[1:]):  # `-m ... --cfg job`: each job's config (Hydra refuses --cfg with -m)
+        sys.exit(run_command(lambda argv: show_sweep_configs("train", argv)))
     sys.exit(main())

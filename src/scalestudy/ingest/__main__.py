@@ -30,18 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["data"]:
         return fetch_data(argv[1:])
     parsers = registry()
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
-    ap.add_argument("datasets", nargs="*", metavar="DATASET",
-                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
-    ap.add_argument("--reference-dir", type=Path, default=reference_dir())
-    ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
-                    help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
-    ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")
-    args = ap.parse_args(argv)
+    args = parse_args(argv)
     names = args.datasets or list(parsers)
-    unknown = [n for n in names if n not in parsers]
-    if unknown:
-        ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
     if args.targets:
         try:
             used = datasets_for(args.targets, args.reference_dir, names)
@@ -90,17 +80,41 @@ def main(argv: list[str] | None = None) -> int:
 
 def fetch_data(argv: list[str]) -> int:
     """python -m scalestudy.ingest data NAME: the archive's path in the cache on stdout (fetched if need be)."""
-    from .fetch import fetch_training_data, training_archives
+    from .fetch import fetch_training_data
 
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest data", description=fetch_data.__doc__)
-    ap.add_argument("name", choices=sorted(training_archives()), help="the training data set (conf/data/NAME.yaml)")
-    args = ap.parse_args(argv)
+    args = data_parser().parse_args(argv)
     try:
         print(fetch_training_data(args.name))
     except SchemaError as err:
         print(f"error: {cli.one_line(err)}", file=sys.stderr)
         return 2
     return 0
+
+
+def data_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m scalestudy.ingest data NAME`."""
+    from .fetch import training_archives
+
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest data", description=fetch_data.__doc__)
+    ap.add_argument("name", choices=sorted(training_archives()), help="the training data set (conf/data/NAME.yaml)")
+    return ap
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The command line of `python -m scalestudy.ingest [DATASET ...]`; a wrong one exits 2 with argparse's usage."""
+    parsers = registry()
+    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
+    ap.add_argument("datasets", nargs="*", metavar="DATASET",
+                    help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
+    ap.add_argument("--reference-dir", type=Path, default=reference_dir())
+    ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
+                    help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
+    ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.datasets if n not in parsers]
+    if unknown:
+        ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(parsers)}")
+    return args
 
 
 def datasets_for(targets: list[str], reference_dir: Path, names: list[str]) -> set[str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from ..cli import one_line, run
 from ..config import CONF_DIR, name_order
@@ -42,19 +42,27 @@ def expand(targets: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def split_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the targets asked for, default `all`; the Hydra overrides): an argument with `=` is an override."""
+    return [a for a in argv if "=" not in a] or ["all"], [a for a in argv if "=" in a]
+
+
+def compose_targets(targets: list[tuple[str, str]], overrides: list[str]) -> list[tuple[str, str, DictConfig]]:
+    """[(group, name, its config: conf/paper.yaml with `group=name` and the overrides)]; nothing is built. A bad
+    override is a ValueError with Hydra's message."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="paper"):
+        try:
+            return [(group, name, compose("paper", [f"{group}={name}", *overrides])) for group, name in targets]
+        except HydraException as err:
+            raise ValueError(f"configuration: {err}") from None
+
+
 def main(argv: list[str]) -> int:
-    overrides = [a for a in argv if "=" in a]
-    asked = [a for a in argv if "=" not in a] or ["all"]
+    asked, overrides = split_arguments(argv)
     targets = expand(asked)
     started = time.perf_counter()
     commit = git_commit()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="paper"):
-        try:
-            configs = [
-                (group, name, compose("paper", overrides=[f"{group}={name}", *overrides])) for group, name in targets
-            ]
-        except HydraException as err:
-            raise ValueError(f"configuration: {err}") from None
+    configs = compose_targets(targets, overrides)
     uri = configs[0][2].tracking_uri or tracking_uri()
     runs = load_runs(uri)
     from .figures import build_figure  # matplotlib is imported only once the config is known to be good

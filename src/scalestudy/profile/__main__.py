@@ -93,7 +93,8 @@ def render(summary: Summary) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m scalestudy.profile summarize FILE...`."""
     ap = argparse.ArgumentParser(
         prog="python -m scalestudy.profile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -104,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     cmd.add_argument("--top", type=int, default=10, help="how many kernels or tensors to list (default 10)")
     cmd.add_argument("--run", metavar="RUN_ID", help="log the numbers as metrics of this MLflow run")
     cmd.add_argument("--json", action="store_true", help="print the summaries as JSON instead of tables")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argument_parser()
     args = ap.parse_args(argv)
     try:
         window = parse_window(args.window)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import sys
 
+COMMANDS = ("predict", "validate", "sizes", "count")  # the first argument; predict and validate take KEY=VALUE
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -34,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = generate(out)
         print(f"{out}: {len(rows)} rows")
         return 0
-    if command in ("predict", "validate"):
+    if command in COMMANDS[:2]:
         from .command_line import predict_command, validate_command
 
         return predict_command(rest) if command == "predict" else validate_command(rest)

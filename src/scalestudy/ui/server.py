@@ -275,7 +275,8 @@ def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m scalestudy.ui [--auth] [--port N]...`."""
     ap = argparse.ArgumentParser(prog="python -m scalestudy.ui", description=__doc__.split("\n\n")[0])
     ap.add_argument("--host", default="127.0.0.1", choices=LOOPBACK)
     ap.add_argument("--port", type=int, default=5000)
@@ -285,6 +286,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"MLflow's basic-auth app: every request needs a user and password (first start: {ADMIN_PASSWORD_ENV})",
     )
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argument_parser()
     args = ap.parse_args(argv)
     uri = tracking_uri()
     path = sqlite_path(uri)

@@ -15,7 +15,8 @@ from ...cli import run
 from .commands import RENDEZVOUS
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m scalestudy.harness.slurm rank|rendezvous|record ...`."""
     ap = argparse.ArgumentParser(prog="python -m scalestudy.harness.slurm", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
     rank = sub.add_parser("rank", help="run CMD as this Slurm task's Horovod rank")
@@ -30,6 +31,11 @@ def main(argv: list[str] | None = None) -> int:
     rec = sub.add_parser("record", help="record a sweep's jobs as MLflow runs (what the submitter does at its end)")
     rec.add_argument("sweep_dir", type=Path, help="the sweep's folder (hydra.sweep.dir)")
     rec.add_argument("--uri", default=None, help="tracking URI (default: MLFLOW_TRACKING_URI or .mlflow/store.db)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argument_parser()
     args = ap.parse_args(argv)
     if args.what == "rank":
         from .job import rank_main

@@ -110,7 +110,8 @@ def _summary(found: LogImport, plan: SyncPlan, experiment: str, dry_run: bool) -
     return text + _removed(plan)
 
 
-def main(argv: list[str] | None = None) -> int:
+def argument_parser() -> argparse.ArgumentParser:
+    """The command line of `python -m scalestudy.ingest logs PATH... --experiment NAME [options]`."""
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="log files or folders of logs")
     ap.add_argument("--experiment", required=True, help="MLflow experiment the runs are added to")
@@ -128,6 +129,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--citation", help="where the logs come from (default: the experiment's name)")
     ap.add_argument("--url", default="", help="where the logs can be found")
     ap.add_argument("--reference-dir", type=Path, default=reference_dir(), help=argparse.SUPPRESS)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argument_parser()
     args = ap.parse_args(argv)
     if _reserved(args.experiment, args.reference_dir):
         print(f"error: experiment {args.experiment!r} belongs to the study's own runs (a published dataset or the "
