@@ -50,7 +50,8 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 
 .PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
 	bench-build bench-harness data-cifar10 system-paper system-ui system-slurm system-build docker sif refresh-digest \
-	container-check lint model-sizes mutation-check mutation-lists system-image image-cpu image-test
+	container-check lint model-sizes mutation-check mutation-lists system-image image-cpu image-test \
+	cluster-up cluster-status cluster-down
 
 help: ## this list (from the `##` comments of the Makefile)
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
@@ -185,6 +186,21 @@ model-sizes: $(TRAIN_VENV)/.train.stamp ## recount the models' trainable paramet
 	$(TRAIN_PY) -m scalestudy.scaling sizes
 
 # ---------------------------------------------------------------------------------------------
+# The rehearsal cluster (scripts/cluster.py), as root: a login host (this machine) and two Slurm nodes, node1 and node2,
+# each in its own network, UTS and mount namespaces; every file in .cluster/. A sweep across both nodes:
+#   export SLURM_CONF=$PWD/.cluster/slurm.conf   (what cluster-up prints)
+#   .venv-train/bin/python -m scalestudy.train -m cluster=rehearsal experiment=figure-1 model=resnet50 \
+#     data=synthetic data.num_images=128 data.image_size=32 batch_per_worker=4 warmup_steps=2 workers=1,2,4
+cluster-up: system-slurm ## start the rehearsal Slurm cluster: login + node1, node2 in namespaces (root; prints SLURM_CONF)
+	@$(PYTHON) scripts/cluster.py up
+
+cluster-status: ## the rehearsal cluster's nodes (sinfo), or that it is down
+	@$(PYTHON) scripts/cluster.py status
+
+cluster-down: ## stop the rehearsal cluster: its jobs, daemons, namespaces and links
+	@$(PYTHON) scripts/cluster.py down
+
+# ---------------------------------------------------------------------------------------------
 # Containers (docs/containers.md): build where the engine exists; say so, exit 3, where it does not.
 docker: ## the GPU image from the Dockerfile (where a Docker engine runs)
 	scripts/container.sh docker
@@ -248,5 +264,6 @@ clean: ## remove built figures, tables and the PDF
 	-latexmk -C -cd paper/main.tex >/dev/null 2>&1
 	rm -rf paper/figures paper/tables paper/main.pdf benchmarks/out
 
-distclean: clean ## also the environments, the store, the job folders and the tests' kept build (.pytest_cache)
-	rm -rf $(VENV) $(TRAIN_VENV) .mlflow outputs multirun mutants .pytest_cache
+distclean: clean ## also the rehearsal cluster (stopped first), the environments, the store, the job folders and the tests' kept build (.pytest_cache)
+	@if [ -f .cluster/cluster.json ]; then $(PYTHON) scripts/cluster.py down; fi
+	rm -rf $(VENV) $(TRAIN_VENV) .mlflow outputs multirun mutants .pytest_cache .cluster

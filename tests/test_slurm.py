@@ -12,12 +12,14 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from helpers import load_script
 from omegaconf import OmegaConf
 
 from scalestudy.harness.slurm import commands as slurm
 from scalestudy.store import load_runs
 
 REPO = Path(__file__).resolve().parents[1]
+cluster_tool = load_script("cluster")  # scripts/cluster.py: the rehearsal cluster (make cluster-up)
 
 
 def need_submitit_launcher():
@@ -73,6 +75,7 @@ def test_srun_command_one_rank_per_gpu_in_the_image():
         "--cpus-per-task=8",
         "--gpus-per-node=2",
         "--distribution=block",
+        "--relative=0",
         "--mpi=none",
     } <= set(cmd)
     exec_at = cmd.index("singularity")
@@ -120,6 +123,58 @@ def test_srun_command_mpi_rendezvous_asks_srun_for_pmix():
 def test_srun_command_refuses_what_cannot_work_naming_the_key(over, key):
     with pytest.raises(slurm.SlurmConfigError, match=key.replace(".", r"\.")):
         slurm.srun_command(cfg(**over), ["-c", "pass"], image="x.sif")
+
+
+def test_container_runtime_may_be_the_path_of_an_executable(tmp_path, monkeypatch):
+    """An executable with Apptainer's exec CLI (scripts/sif-exec) runs the ranks like singularity would."""
+    stand_in = tmp_path / "sif-exec"
+    stand_in.write_text("#!/bin/sh\n")
+    stand_in.chmod(0o755)
+    conf = cfg(**{"cluster.container_runtime": str(stand_in)})
+    cmd = slurm.srun_command(conf, ["-c", "pass"], image="x.sif", binds=["/j"])
+    at = cmd.index(str(stand_in))
+    assert cmd[at : at + 6] == [str(stand_in), "exec", "--nv", "--bind", "/j", "x.sif"]
+    monkeypatch.chdir(tmp_path)  # a relative path is the driver's, made absolute for every node
+    assert slurm.container_runtime(cfg(**{"cluster.container_runtime": "./sif-exec"})) == str(stand_in)
+    assert slurm.container_runtime(cfg(**{"cluster.container_runtime": "apptainer"})) == "apptainer"
+
+
+@pytest.mark.parametrize(
+    "runtime, why",
+    [
+        ("docker", "is not a known runtime"),
+        ("sif-exec", "is not a known runtime"),  # a bare name is not looked up on PATH: say where it is
+        ("{tmp}/absent", "is not an executable file"),
+        ("{tmp}/not-executable", "is not an executable file"),
+        ("{tmp}", "is not an executable file"),  # a folder
+    ],
+)
+def test_container_runtime_refuses_anything_else_naming_the_key(runtime, why, tmp_path):
+    (tmp_path / "not-executable").write_text("#!/bin/sh\n")
+    conf = cfg(**{"cluster.container_runtime": runtime.format(tmp=tmp_path)})
+    with pytest.raises(slurm.SlurmConfigError, match=rf"config cluster\.container_runtime=.* {why}"):
+        slurm.srun_command(conf, ["-c", "pass"], image="x.sif")
+
+
+def test_rendezvous_address_is_the_network_interfaces():
+    from scalestudy.harness.slurm.job import interface_address
+
+    assert interface_address("lo") == "127.0.0.1"
+    with pytest.raises(slurm.SlurmConfigError, match=r"config cluster\.network_interface='nope0': no IPv4 address"):
+        interface_address("nope0")
+
+
+def test_the_first_failed_task_and_its_node_are_read_from_sruns_log(tmp_path):
+    from scalestudy.harness.slurm.job import first_task_failure
+
+    log = tmp_path / "launcher.log"
+    log.write_text(
+        "$ srun --overlap ...\nsrun: error: node2: task 3: Killed\nsrun: launch/slurm: _step_signal: Terminating "
+        "StepId=4.1\nsrun: error: node2: task 2: Terminated\nsrun: error: node1: tasks 0-1: Terminated\n"
+    )
+    assert first_task_failure(log) == "; first: node2: task 3: Killed"
+    log.write_text("$ srun --overlap ...\nsrun: error: Unable to create step for job 7: Invalid node name\n")
+    assert first_task_failure(log) == "" and first_task_failure(tmp_path / "absent") == ""
 
 
 def test_rank_env_from_slurm_ids():
@@ -190,13 +245,62 @@ def test_cluster_slurm_config_composes_with_the_submitit_launcher():
 
     # Hydra finds it among its plugins (only hydra_plugins.* can be a launcher), and it is submitit's Slurm launcher
     assert CheckedSlurmLauncher in Plugins.instance().discover() and issubclass(CheckedSlurmLauncher, SlurmLauncher)
-    assert (launcher["partition"], launcher["nodes"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == (
-        "gpu",
-        2,
-        1,
-        4,
-    )
+    assert (launcher["partition"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == ("gpu", 1, 4)
+    # sbatch asks for the job's 2 nodes; submitit counts ONE task (the driver) and waits for its result only
+    assert launcher["additional_parameters"] == {"nodes": 2} and launcher["nodes"] == 1
     assert conf.cluster.tasks_per_node == 4 and conf.cluster.image is None
+
+
+def test_cluster_rehearsal_sizes_slurm_for_the_rehearsal_clusters_two_nodes():
+    """cluster=rehearsal: partition debug, two CPU nodes of 2 cores, 2 ranks per node over eth0."""
+    need_submitit_launcher()
+    from hydra import compose, initialize_config_dir
+
+    from scalestudy.harness.launch import launcher_command
+
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        conf = compose(
+            "train",
+            overrides=["cluster=rehearsal", "workers=4", "hydra.sweep.dir=/tmp/sweep"],
+            return_hydra_config=True,
+        )
+    launcher = OmegaConf.to_container(conf.hydra.launcher, resolve=True)
+    assert launcher["_target_"].endswith("submitit_launcher.SlurmLauncher") and "record_sweep" in conf.hydra.callbacks
+    asked = [launcher[k] for k in ("partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node")]
+    assert asked == ["debug", 1, 1, 2, None] and launcher["additional_parameters"] == {"nodes": 2}
+    assert conf.cluster.network_interface == "eth0" and conf.cluster.runs_recorded_by == "submitter"
+    cmd = launcher_command(conf, Path("/j/config.yaml"), Path("/j/rank-logs"))
+    assert {"--nodes=2", "--ntasks=4", "--ntasks-per-node=2", "--cpus-per-task=1", "--relative=0"} <= set(cmd)
+
+
+def test_cluster_tool_refuses_in_one_line_without_root_or_a_package(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cluster_tool.os, "geteuid", lambda: 1000)
+    assert cluster_tool.main(["up", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("scripts/cluster.py up: ") and "run it as root" in err
+    monkeypatch.setattr(cluster_tool.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cluster_tool.shutil, "which", lambda prog, path=None: None if prog == "slurmd" else prog)
+    assert cluster_tool.main(["down", "--root", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        "scripts/cluster.py down: the rehearsal cluster needs Debian's slurmd: install with: apt-get update && "
+        "apt-get install -y --no-install-recommends munge slurmctld slurmd slurm-client iproute2 util-linux\n"
+    )
+    assert cluster_tool.main(["status", "--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"the rehearsal cluster is down (no running cluster in {tmp_path})\n"
+
+
+def test_cluster_tool_slurm_conf_puts_both_nodes_in_debug_at_their_addresses(tmp_path):
+    c = cluster_tool.Cluster(root=tmp_path, name="x", subnet="10.233.41", marker="m", ctld_port=7000)
+    lines = cluster_tool.slurm_conf(c).splitlines()
+    assert {"SlurmctldHost=login(10.233.41.1)", "SlurmctldPort=7000", "SlurmdPort=6818"} <= set(lines)
+    assert {
+        "NodeName=node1 NodeAddr=10.233.41.11 NodeHostname=node1 CPUs=2 RealMemory=1000 State=UNKNOWN",
+        "NodeName=node2 NodeAddr=10.233.41.12 NodeHostname=node2 CPUs=2 RealMemory=1000 State=UNKNOWN",
+        "PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP",
+    } <= set(lines)
+    paths = [line.split("=")[-1] for line in lines if "=/" in line and not line.startswith("MailProg")]
+    assert len(paths) == 7 and all(path.startswith(f"{tmp_path}/") for path in paths), paths  # one state folder
+    assert (c.netns("node2"), c.bridge, c.veth("node2")) == ("x-node2", "x-br", "x-n2")
 
 
 def test_slurm_time_left_is_read_from_squeue_format():

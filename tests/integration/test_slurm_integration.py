@@ -25,10 +25,12 @@ TRAIN_PYTHON = Path(sys.executable) if importlib.util.find_spec("horovod") else 
 
 
 def test_sinfo_and_srun_hostname(slurm_cluster):
+    """Two idle nodes; an srun from the login side runs tasks on both, each with its node's own hostname."""
     info = slurm_cluster.run("sinfo", "--noheader", "--format=%P %a %D %t").stdout.split()
-    assert info == ["debug*", "up", "1", "idle"]
-    out = slurm_cluster.run("srun", "--ntasks=2", "--label", "hostname").stdout.splitlines()
-    assert sorted(line.split(":")[0] for line in out) == ["0", "1"]
+    assert info == ["debug*", "up", "2", "idle"]
+    out = slurm_cluster.run("srun", "--nodes=2", "--ntasks=4", "--label", "hostname").stdout.splitlines()
+    tasks = dict(line.split(": ") for line in out)
+    assert tasks == {"0": "node1", "1": "node1", "2": "node2", "3": "node2"}
 
 
 def _executor(slurm_cluster, folder):
@@ -138,13 +140,15 @@ def test_hydra_multirun_failed_task_fails_the_sweep_not_the_slurm_job(slurm_clus
 
 
 @pytest.mark.skipif(not TRAIN_PYTHON.exists(), reason=f"no Horovod: neither {sys.executable} nor .venv-train has it")
-def test_horovod_gloo_allreduce_over_srun_with_our_rendezvous(slurm_cluster, tmp_path):
-    """Two Horovod ranks started by srun_command find each other through rendezvous_command's server."""
+def test_horovod_gloo_allreduce_across_two_nodes_with_our_rendezvous(slurm_cluster, tmp_path):
+    """Two Horovod ranks, one per node, started by srun_command inside an allocation (salloc), find each other
+    through rendezvous_command's server on the login host and allreduce over the nodes' eth0."""
     probe = subprocess.run([str(TRAIN_PYTHON), "-c", "import horovod.tensorflow"], capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f".venv-train has no working Horovod yet: {probe.stderr.strip()[-300:]}")
+    nodes = list(slurm_cluster.nodes)
     server = subprocess.Popen(
-        slurm.rendezvous_command(["localhost"], 2, 2, python=str(TRAIN_PYTHON), bind="127.0.0.1"),
+        slurm.rendezvous_command(nodes, 1, 2, python=str(TRAIN_PYTHON), bind=slurm_cluster.login_addr),
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
@@ -153,26 +157,28 @@ def test_horovod_gloo_allreduce_over_srun_with_our_rendezvous(slurm_cluster, tmp
     try:
         port = int(server.stdout.readline())  # the server's first line: its port
         program = (
-            "import horovod.tensorflow as hvd, tensorflow as tf; hvd.init();"
+            "import socket, horovod.tensorflow as hvd, tensorflow as tf; hvd.init();"
             "x = hvd.allreduce(tf.constant([float(hvd.rank() + 1)]), op=hvd.Sum);"
-            "print('rank', hvd.rank(), 'of', hvd.size(), 'local', hvd.local_rank(), 'sum', float(x[0]))"
+            "print('rank', hvd.rank(), 'of', hvd.size(), 'on', socket.gethostname(), 'sum', float(x[0]))"
         )
-        conf = cfg(
-            workers=2, device="cpu", **{"cluster.gpus_per_node": None, "cluster.cpus_per_node": 2, "cluster.nodes": 1}
-        )
+        one_per_node = {"cluster.gpus_per_node": None, "cluster.cpus_per_node": 2, "cluster.tasks_per_node": 1}
+        conf = cfg(workers=2, device="cpu", **one_per_node)
         cmd = slurm.srun_command(conf, ["-c", program], log_dir=tmp_path / "rank-logs", python=str(TRAIN_PYTHON))
+        allocation = ["salloc", "--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=2", "--time=3"]
         env = dict(
-            slurm_cluster.env, **slurm.gloo_rendezvous_env("127.0.0.1", port, interface="lo"), TF_CPP_MIN_LOG_LEVEL="2"
+            slurm_cluster.env,
+            **slurm.gloo_rendezvous_env(slurm_cluster.login_addr, port, interface="eth0"),
+            TF_CPP_MIN_LOG_LEVEL="2",
         )
-        step = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+        step = subprocess.run(allocation + cmd, env=env, capture_output=True, text=True, timeout=180)
         logs = {
             p.parent.name + "/" + p.name: p.read_text()
             for p in sorted((tmp_path / "rank-logs").rglob("*"))
             if p.is_file()
         }
         assert step.returncode == 0, step.stdout + step.stderr + json.dumps(logs, indent=1)[-4000:]
-        for rank in (0, 1):
-            assert f"rank {rank} of 2 local {rank} sum 3.0" in logs[f"rank.{rank}/stdout"], logs
+        for rank, node in enumerate(nodes):
+            assert f"rank {rank} of 2 on {node} sum 3.0" in logs[f"rank.{rank}/stdout"], logs
     finally:
         server.terminate()
         server.wait(timeout=10)

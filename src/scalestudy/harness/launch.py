@@ -262,6 +262,10 @@ def run_job(cfg, job_dir: Path, job_config: Path) -> JobOutcome:
             except subprocess.TimeoutExpired:
                 rendezvous.kill()
     end = time.time()
+    if rc and cfg.cluster.launcher == "srun":  # which task failed first, and where: srun said it in its log
+        from .slurm.job import first_task_failure
+
+        reason += first_task_failure(job_dir / LAUNCHER_LOG)
     if leftover:
         reason = (reason + "; " if reason else "") + f"processes {leftover} of the job survived SIGKILL"
     result = None

@@ -7,13 +7,14 @@ MLflow or a framework.
 from __future__ import annotations
 
 import math
+import os
 import re
 import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-RUNTIMES = ("singularity", "apptainer")
+RUNTIMES = ("singularity", "apptainer")  # or the path of an executable with their `exec` CLI (scripts/sif-exec)
 RENDEZVOUS = ("gloo", "mpi")
 
 
@@ -98,6 +99,9 @@ def srun_command(
         "--overlap",  # the driver's own step holds resources of the allocation
         "--kill-on-bad-exit=1",  # one rank fails: the step ends (as horovodrun does)
         "--distribution=block",  # ranks 0..G-1 on the first node: matches host_plan()
+        # The step's nodes are the allocation's first ones, the driver's own node first: where the rendezvous
+        # server listens (on loopback for a one-node job) and the order of host_plan()'s hosts.
+        "--relative=0",
         "--label",  # srun's own lines in the launcher log name their task
         f"--nodes={used}",
         f"--ntasks={workers}",
@@ -117,17 +121,31 @@ def srun_command(
         wrapper += ["--log-dir", str(log_dir)]
     wrapper += ["--rendezvous", rendezvous, "--"]
     if image:
-        runtime = str(_get(cfg, "cluster.container_runtime", "singularity"))
-        if runtime not in RUNTIMES:
-            raise SlurmConfigError(f"config cluster.container_runtime={runtime!r}: choose one of {', '.join(RUNTIMES)}")
         inner = python or "python"
-        container = [runtime, "exec"] + (["--nv"] if gpu else [])
+        container = [container_runtime(cfg), "exec"] + (["--nv"] if gpu else [])
         for path in [*binds, *(_get(cfg, "cluster.bind") or [])]:
             container += ["--bind", str(path)]
         container.append(str(image))
         return cmd + container + [inner, *wrapper, inner, *rank_argv]
     inner = python or sys.executable
     return cmd + [inner, *wrapper, inner, *rank_argv]
+
+
+def container_runtime(cfg) -> str:
+    """cluster.container_runtime as a command: singularity, apptainer, or the absolute path of an executable file
+    with their `exec [--nv] [--bind SRC[:DST]]... IMAGE CMD...` (a stand-in such as scripts/sif-exec). Checked
+    where the driver runs: a path must name the same file on every node (a shared file system)."""
+    runtime = str(_get(cfg, "cluster.container_runtime", "singularity"))
+    if runtime in RUNTIMES:
+        return runtime
+    path = Path(runtime).expanduser()
+    if "/" in runtime and path.is_file() and os.access(path, os.X_OK):
+        return str(path.resolve())
+    why = "is not an executable file" if "/" in runtime else "is not a known runtime"
+    raise SlurmConfigError(
+        f"config cluster.container_runtime={runtime!r} {why}: choose one of {', '.join(RUNTIMES)} or the path of "
+        "an executable with their exec CLI"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,7 +223,7 @@ def rendezvous_command(
     per_node: int,
     size: int,
     image: str | None = None,
-    runtime: str = "singularity",
+    runtime: str | None = "singularity",
     python: str | None = None,
     bind: str = "",
 ) -> list[str]:

@@ -8,6 +8,7 @@ Nothing here imports Horovod, MLflow or a framework at module level.
 from __future__ import annotations
 
 import os
+import re
 import select
 import shlex
 import shutil
@@ -19,7 +20,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from .commands import host_plan, parse_duration, placement, rank_env, rendezvous_command
+from .commands import SlurmConfigError, host_plan, parse_duration, placement, rank_env, rendezvous_command
 
 
 def squeue(job_id: str, field: str) -> str | None:
@@ -69,12 +70,20 @@ def start_rendezvous(cfg, env: dict, timeout_s: float = 60.0) -> tuple[subproces
     """Horovod's Gloo rendezvous server for this job's ranks (horovodrun starts its own; srun does not).
 
     Returns the server process and what every rank needs to reach it."""
-    from .commands import gloo_rendezvous_env
+    from .commands import container_runtime, gloo_rendezvous_env
 
     used, per_node = placement(int(cfg.workers), int(cfg.cluster.nodes), int(cfg.cluster.tasks_per_node))
-    image, runtime = cfg.cluster.get("image"), str(cfg.cluster.container_runtime)
-    local = "127.0.0.1" if used == 1 else ""  # one node: nothing outside it needs to reach the server
-    command = rendezvous_command(hostnames()[:used], per_node, int(cfg.workers), image, runtime, bind=local)
+    image = cfg.cluster.get("image")
+    interface = cfg.cluster.get("network_interface") or ("lo" if used == 1 else None)
+    # The ranks reach the server on this node, the step's first (srun --relative=0).
+    if used == 1:
+        addr = bind = "127.0.0.1"  # nothing outside this node needs to reach it
+    elif interface:
+        addr = bind = interface_address(interface)  # where the ranks' Gloo traffic goes, and only there
+    else:
+        addr, bind = socket.gethostname(), ""  # the ranks resolve this node's name: listen on every address
+    runtime = container_runtime(cfg) if image else None
+    command = rendezvous_command(hostnames()[:used], per_node, int(cfg.workers), image, runtime, bind=bind)
     server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
     ready, _, _ = select.select([server.stdout], [], [], timeout_s)
     line = server.stdout.readline().strip() if ready else ""
@@ -84,10 +93,32 @@ def start_rendezvous(cfg, env: dict, timeout_s: float = 60.0) -> tuple[subproces
             f"the rendezvous server ({shlex.join(command)}) gave no port within {timeout_s:.0f} s "
             f"(exit code {server.poll()}, first line {line!r}); its messages are in this job's log"
         )
-    # The ranks reach the server on the first node; with one node, on loopback.
-    addr = "127.0.0.1" if used == 1 else socket.gethostname()
-    interface = cfg.cluster.get("network_interface") or ("lo" if used == 1 else None)
     return server, gloo_rendezvous_env(addr, int(line), interface)
+
+
+def interface_address(interface: str) -> str:
+    """This node's IPv4 address on `interface` (cluster.network_interface, e.g. ib0 or the rehearsal's eth0)."""
+    import psutil
+
+    addrs = [a.address for a in psutil.net_if_addrs().get(interface, []) if a.family == socket.AF_INET]
+    if not addrs:
+        known = ", ".join(sorted(psutil.net_if_addrs()))
+        raise SlurmConfigError(
+            f"config cluster.network_interface={interface!r}: no IPv4 address on {socket.gethostname()} ({known})"
+        )
+    return addrs[0]
+
+
+SRUN_TASK_ERROR = re.compile(r"^srun: error: (\S+: tasks? [\d,-]+: .+)$", re.MULTILINE)
+
+
+def first_task_failure(launcher_log: Path) -> str:
+    """'; first: node2: task 3: Killed' from srun's log of the step (the first task that failed), or ''."""
+    try:
+        match = SRUN_TASK_ERROR.search(launcher_log.read_text(errors="replace"))
+    except OSError:
+        return ""
+    return f"; first: {match[1]}" if match else ""
 
 
 # --------------------------------------------------------------------------------------------
