@@ -265,7 +265,10 @@ def test_cluster_rehearsal_sizes_slurm_for_the_rehearsal_clusters_two_nodes():
             return_hydra_config=True,
         )
     launcher = OmegaConf.to_container(conf.hydra.launcher, resolve=True)
-    assert launcher["_target_"].endswith("submitit_launcher.SlurmLauncher") and "record_sweep" in conf.hydra.callbacks
+    assert (
+        launcher["_target_"].endswith("scalestudy_slurm.launcher.CheckedSlurmLauncher")
+        and "record_sweep" in conf.hydra.callbacks
+    )
     asked = [launcher[k] for k in ("partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node")]
     assert asked == ["debug", 1, 1, 2, None] and launcher["additional_parameters"] == {"nodes": 2}
     assert conf.cluster.network_interface == "eth0" and conf.cluster.runs_recorded_by == "submitter"
