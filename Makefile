@@ -41,8 +41,9 @@ APT_UI := chromium chromium-driver
 APT_SLURM := munge slurmctld slurmd slurm-client
 APT_BUILD := g++ cmake
 # The CPU image's test: Debian's Docker 20.10 (its CLI does BuildKit without buildx) and mmdebstrap (the base
-# where no registry answers).
-APT_IMAGE := docker.io mmdebstrap
+# where no registry answers); its SIF without Apptainer: squashfs-tools and siftool write it (scripts/sif.py),
+# squashfuse, fuse3 and bubblewrap run it (scripts/sif-exec).
+APT_IMAGE := docker.io mmdebstrap squashfs-tools siftool squashfuse fuse3 bubblewrap
 apt_install = if [ "$$(id -u)" = 0 ]; then \
 	  echo "installing Debian packages: $(1)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
@@ -99,8 +100,10 @@ system-build:
 # Only as root: elsewhere tests/integration/test_image_integration.py runs with the Docker engine it finds, or says why it skips.
 system-image:
 	@PATH=$$PATH:/usr/sbin; [ -x /usr/bin/docker ] && command -v dockerd >/dev/null && command -v mmdebstrap >/dev/null \
+	  && command -v mksquashfs >/dev/null && command -v siftool >/dev/null && command -v squashfuse >/dev/null \
+	  && command -v fusermount3 >/dev/null && command -v bwrap >/dev/null \
 	  || { if [ "$$(id -u)" = 0 ]; then $(call apt_install,$(APT_IMAGE)); \
-	       else echo "no Debian docker.io/mmdebstrap here and not root: the image test will skip" >&2; fi; }
+	       else echo "missing some of $(APT_IMAGE) here and not root: the image tests will skip" >&2; fi; }
 
 # ---------------------------------------------------------------------------------------------
 # MLflow store
@@ -213,7 +216,8 @@ image-cpu: system-image ## the CPU image scalestudy:cpu (where a Docker engine r
 image-test: $(VENV)/.test.stamp system-image ## build the CPU image here and test it (root, or a running Docker)
 	$(PY) -m pytest -v tests/integration/test_image_integration.py
 
-sif: ## the Apptainer image from Singularity.def (where apptainer runs)
+# Without apptainer: scripts/sif.py writes the SIF from the local Docker image (make sif IMAGE=scalestudy:cpu).
+sif: ## the Apptainer image from Singularity.def (apptainer where it runs; else scripts/sif.py from the Docker image)
 	scripts/container.sh sif
 
 refresh-digest: ## pin the Dockerfile's base image by digest (needs the registry)

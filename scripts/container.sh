@@ -4,11 +4,12 @@
 #   scripts/container.sh docker [ARGS]    # the image from the Dockerfile -> $IMAGE (and scalestudy:<commit>[-cpu]);
 #                                         # FLAVOUR=gpu (default) or cpu; ARGS go to docker build
 #   scripts/container.sh sif              # $SIF from Singularity.def, bootstrapped from the Docker image $IMAGE
+#                                         # (without Apptainer: scripts/sif.py writes the SIF format instead)
 #   scripts/container.sh refresh-digest   # resolve the base tag to its digest and write it into the Dockerfile
 #   scripts/container.sh check            # the checks that need no engine (hadolint, Singularity.def, lock)
 #
 # Environment: IMAGE (default scalestudy:local, the CPU flavour scalestudy:cpu), FLAVOUR (gpu or cpu), SIF
-# (default scalestudy.sif), PYTHON (default .venv/bin/python), SIF_FROM_ARCHIVE=path.tar to build the .sif from
+# (default scalestudy.sif), SIF_NOTEST=1 (build the .sif without running its %test), PYTHON (default .venv/bin/python), SIF_FROM_ARCHIVE=path.tar to build the .sif from
 # `docker save` output on a machine without Docker, SIF_FROM_REGISTRY=REGISTRY/scalestudy:TAG from a registry, DOCKER (the docker CLI; default Debian's docker.io one,
 # /usr/bin/docker, where it exists: a newer CLI without its buildx plugin refuses BuildKit), CA_BUNDLE (the CA
 # certificates pip and uv trust inside the build, given as a BuildKit secret, never a layer; default the
@@ -71,10 +72,41 @@ build_docker() {
   echo "built $IMAGE"
 }
 
+# The Docker image the SIF starts from exists here and was built from this lock.
+check_image_lock() {
+  local label
+  label="$(docker image inspect --format '{{index .Config.Labels "org.scalestudy.lock.sha256"}}' "$IMAGE" 2>/dev/null)" \
+    || die 1 "no Docker image $IMAGE here: run scripts/container.sh docker first"
+  [ "$label" = "$(lock_sha)" ] \
+    || die 1 "$IMAGE was built from another requirements.lock (sha256 $label): rebuild it (scripts/container.sh docker)"
+}
+
+# Without Apptainer (it cannot be installed everywhere, e.g. this project's CI): the same image in the same
+# format, written by scripts/sif.py with Debian's squashfs-tools and siftool from the local Docker image and
+# Singularity.def's sections (docs/containers.md, "Without Apptainer"); scripts/sif-exec runs it.
+build_sif_standin() {
+  [ -z "${SIF_FROM_ARCHIVE:-}${SIF_FROM_REGISTRY:-}" ] \
+    || die 3 "neither apptainer nor singularity is installed here, and the stand-in (scripts/sif.py) builds from a local Docker image only: build the .sif on a machine with Apptainer (>= 1.2 for %arguments)"
+  echo "container.sh: neither apptainer nor singularity is installed here: building $SIF with scripts/sif.py" \
+    "(the SIF format written by Debian's squashfs-tools and siftool; not Apptainer) from the Docker image $IMAGE" >&2
+  need_docker_engine
+  check_image_lock
+  local python="$PYTHON"
+  [ -x "$python" ] || python=python3  # the script needs the standard library only
+  DOCKER="$DOCKER" "$python" scripts/sif.py build --image "$IMAGE" --definition Singularity.def --build-arg IMAGE="$IMAGE" "$SIF"
+  # apptainer build runs the image's %test at the end (unless --notest): the stand-in's runtime does the same
+  if [ -n "${SIF_NOTEST:-}" ]; then return; fi
+  echo "container.sh: running $SIF's %test with scripts/sif-exec test (as apptainer build does; SIF_NOTEST=1 skips it)" >&2
+  if ! scripts/sif-exec test "$SIF"; then
+    rm -f "$SIF"  # as apptainer build, which writes no image whose %test fails
+    die 1 "$SIF's %test failed under scripts/sif-exec test: the .sif is removed (SIF_NOTEST=1 keeps it)"
+  fi
+}
+
 build_sif() {
   local runtime
   runtime="$(command -v apptainer || command -v singularity || true)"
-  [ -n "$runtime" ] || die 3 "neither apptainer nor singularity is installed here: build the .sif on a machine that has one (Apptainer >= 1.2 for %arguments)"
+  if [ -z "$runtime" ]; then build_sif_standin; return; fi
   local def=Singularity.def tmpdef=""
   # Without Docker here (HPC login nodes): the same definition, bootstrapped from a `docker save` archive or
   # from a registry, so that its %environment, %labels and %test come along.
@@ -93,16 +125,13 @@ build_sif() {
     def="$tmpdef"
   else
     need_docker_engine
-    local label
-    label="$(docker image inspect --format '{{index .Config.Labels "org.scalestudy.lock.sha256"}}' "$IMAGE" 2>/dev/null)" \
-      || die 1 "no Docker image $IMAGE here: run scripts/container.sh docker first"
-    [ "$label" = "$(lock_sha)" ] \
-      || die 1 "$IMAGE was built from another requirements.lock (sha256 $label): rebuild it (scripts/container.sh docker)"
+    check_image_lock
   fi
-  local sudo=()
-  [ "$(id -u)" = 0 ] || sudo=(--fakeroot)
+  local flags=()
+  [ "$(id -u)" = 0 ] || flags=(--fakeroot)
+  [ -z "${SIF_NOTEST:-}" ] || flags+=(--notest)
   echo "building $SIF from $def with $runtime"
-  "$runtime" build "${sudo[@]}" --build-arg IMAGE="$IMAGE" "$SIF" "$def"
+  "$runtime" build "${flags[@]}" --build-arg IMAGE="$IMAGE" "$SIF" "$def"
   echo "built $SIF"
 }
 

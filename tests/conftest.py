@@ -18,6 +18,7 @@ from helpers import IMAGE_FACTS, default_mirror, have_raw_data, require_raw_data
 
 pytest_plugins = [
     "slurm_cluster",  # the `slurm_cluster` fixture: a real one-node Slurm (tests/slurm_cluster.py)
+    "image_fixtures",  # `docker_env`, `cpu_image`, `cpu_sif`: the CPU image and its SIF (tests/image_fixtures.py)
     "require_all",  # under `make test`, a skipped test fails (tests/require_all.py)
     "pytester",  # pytest's own fixture for running pytest on a test file written by a test
     "mutmut_hits",  # under mutmut's stats run, what a test's subprocesses call counts as called by the test

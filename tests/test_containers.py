@@ -228,8 +228,13 @@ def test_container_script_says_clearly_where_no_engine_is(tmp_path):
     assert "the docker client is here but no Docker engine answers" in docker.stderr
     # docker info's own words, from that client
     assert "(docker info: Cannot connect to the Docker daemon at unix:///var/run/docker.sock.)" in docker.stderr
-    sif = _script(repo, "sif", path_dirs=[bin_dir])
+    # no apptainer: the stand-in (scripts/sif.py) says it stands in, and needs the engine for the image
+    sif = _script(repo, "sif", path_dirs=[bin_dir], DOCKER="docker")
     assert sif.returncode == 3 and "neither apptainer nor singularity is installed here" in sif.stderr
+    assert "building scalestudy.sif with scripts/sif.py" in sif.stderr and "not Apptainer" in sif.stderr
+    assert "the docker client is here but no Docker engine answers" in sif.stderr
+    archive = _script(repo, "sif", path_dirs=[bin_dir], SIF_FROM_ARCHIVE=str(tmp_path / "x.tar"))
+    assert archive.returncode == 3 and "builds from a local Docker image only" in archive.stderr
     usage = _script(repo, "push", path_dirs=[bin_dir])
     assert usage.returncode == 2 and "usage:" in usage.stderr
 

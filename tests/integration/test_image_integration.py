@@ -15,70 +15,13 @@ import re
 import shutil
 import sqlite3
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 from helpers import IMAGE_FACTS, REPO, load_script
-
-DOCKER = "/usr/bin/docker"  # Debian's docker.io CLI: BuildKit without buildx (scripts/container.sh)
-IMAGE = os.environ.get("SCALESTUDY_TEST_IMAGE", "scalestudy:cpu")
-BUILD_TIMEOUT_S = 40 * 60
-
-
-def _docker_answers(env: dict) -> bool:
-    try:
-        return subprocess.run([DOCKER, "info"], env=env, capture_output=True, timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-@pytest.fixture(scope="session")
-def docker_env():
-    """The environment in which /usr/bin/docker talks to an engine: the running one, else a private dockerd
-    started here (root only) and stopped at the end of the session by its PID."""
-    if not Path(DOCKER).exists():
-        pytest.skip(f"no {DOCKER}: Debian's docker.io is not installed (make system-image installs it as root)")
-    env = dict(os.environ)
-    if not _docker_answers(env) and os.geteuid() != 0:
-        pytest.skip("no Docker engine answers and starting a private one needs root")
-    proc = subprocess.run(
-        ["bash", "scripts/image.sh", "daemon-start"], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 0, proc.stderr
-    found = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
-    if found.get("DOCKER_HOST"):
-        env["DOCKER_HOST"] = found["DOCKER_HOST"]
-    yield env
-    if found.get("PID"):
-        subprocess.run(["bash", "scripts/image.sh", "daemon-stop", found["PID"]], cwd=REPO, timeout=60)
-
-
-def build(env: dict, context: Path, *, image: str) -> tuple[subprocess.CompletedProcess, float]:
-    """scripts/image.sh build cpu in `context`; (the finished process, seconds)."""
-    start = time.monotonic()
-    proc = subprocess.run(
-        ["bash", "scripts/image.sh", "build", "cpu"],
-        cwd=context,
-        env=dict(env, IMAGE=image, PYTHON=str(REPO / ".venv" / "bin" / "python")),
-        capture_output=True,
-        text=True,
-        timeout=BUILD_TIMEOUT_S,
-    )
-    return proc, time.monotonic() - start
-
-
-@pytest.fixture(scope="session")
-def cpu_image(docker_env) -> str:
-    """The CPU flavour built from this checkout (the layer cache of the daemon's data root keeps it warm)."""
-    proc, seconds = build(docker_env, REPO, image=IMAGE)
-    if proc.returncode != 0:
-        said = [line for line in proc.stderr.splitlines() if line.startswith("image.sh:")]
-        pytest.fail("the CPU image did not build:\n" + "\n".join(said or proc.stderr.splitlines()[-20:]), pytrace=False)
-    size = int(re.search(r"^image size: (\d+) bytes$", proc.stdout, re.M)[1])
-    how = re.search(r"^build time: \d+ s \((.*)\)$", proc.stdout, re.M)[1]
-    IMAGE_FACTS.append(f"{IMAGE}: built in {seconds:.0f} s ({how}), image size {size / 1e9:.2f} GB ({size} bytes)")
-    return IMAGE
+from image_fixtures import DOCKER, build  # the fixtures docker_env, cpu_image, cpu_sif: tests/image_fixtures.py
 
 
 def docker_run(env: dict, image: str, *args: str, mounts: dict | None = None, entrypoint: str | None = None,
@@ -240,3 +183,105 @@ def test_a_wrong_pin_in_the_lock_fails_the_build_naming_the_step(docker_env, cpu
     assert any("no version of numpy==1.23.99" in line for line in said[1:]), message
     assert said[-1] == "image.sh:   (exit code: 1)" and len(said) <= 7, message
     IMAGE_FACTS.append("a wrong pin in the lock (numpy==1.23.99), as the build reports it:\n" + message)
+
+
+# --------------------------------------------------------------------------------------------
+# The image as a SIF (make sif; without Apptainer scripts/sif.py writes it) and run by scripts/sif-exec where
+# Apptainer is not installed (`apptainer` where it is)
+
+SIF_EXEC = REPO / "scripts" / "sif-exec"
+
+
+def sif_run(*args, cwd=None, env=None, timeout: int = 900) -> subprocess.CompletedProcess:
+    """`apptainer ARGS` where Apptainer is installed, else scripts/sif-exec (its exec, run and test)."""
+    runtime = shutil.which("apptainer") or str(SIF_EXEC)
+    return subprocess.run([runtime, *map(str, args)], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
+def siftool(*args) -> str:
+    return subprocess.run(["siftool", *map(str, args)], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_sif_is_laid_out_as_apptainer_builds_it(cpu_sif, cpu_image, docker_env):
+    """Descriptors as `apptainer build` makes them (the definition, the inspect metadata, the squashfs root as
+    the primary system partition), the definition as built, and the labels: the image's, the build's, %labels."""
+    listing = siftool("list", cpu_sif)
+    rows = [[cell.strip() for cell in line.split("|")] for line in listing.splitlines() if re.match(r"^\d+\s+\|", line)]
+    assert [(r[0], r[1], r[4]) for r in rows] == [
+        ("1", "1", "Def.FILE"), ("2", "1", "JSON.Generic"), ("3", "1", "FS (Squashfs/*System/amd64)")
+    ]  # fmt: skip
+    as_built = (REPO / "Singularity.def").read_text().replace("{{ IMAGE }}", cpu_image)
+    assert siftool("dump", 1, cpu_sif) == as_built
+    info = siftool("info", 3, cpu_sif)
+    assert re.search(r"Filesystem Type:\s+Squashfs\n\s*Partition Type:\s+\*System\n\s*Architecture:\s+amd64", info)
+    attributes = json.loads(siftool("dump", 2, cpu_sif))["data"]["attributes"]
+    labels = attributes["labels"]
+    image_labels = json.loads(subprocess.run(
+        [DOCKER, "image", "inspect", "--format", "{{json .Config.Labels}}", cpu_image], env=docker_env,
+        capture_output=True, text=True, check=True).stdout)  # fmt: skip
+    for key in ("org.scalestudy.lock.sha256", "org.scalestudy.flavour", "org.opencontainers.image.revision"):
+        assert labels[key] == image_labels[key]
+    assert labels["org.scalestudy.recipe"].startswith("Singularity.def")  # from %labels
+    assert labels["org.label-schema.usage.singularity.deffile.from"] == cpu_image
+    assert attributes["deffile"] == as_built and 'exec python -m scalestudy.train "$@"' in attributes["runscript"]
+    assert cpu_sif.read_bytes()[:32] == b"#!/usr/bin/env run-singularity\n\0"
+    IMAGE_FACTS.append(f"siftool list {cpu_sif.name}:\n{listing.rstrip()}")
+
+
+def test_the_sifs_test_section_passes(cpu_sif):
+    """Singularity.def's %test in the SIF: one-rank TensorFlow and MXNet runs, Horovod's Gloo in both."""
+    proc = sif_run("test", cpu_sif)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert proc.stdout.count('"status": "FINISHED"') == 2, proc.stdout[-2000:]
+
+
+def test_the_sifs_runscript_is_the_harness(cpu_sif):
+    proc = sif_run("run", cpu_sif, "--help", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("train is powered by Hydra."), proc.stdout[:2000]
+    assert "\nframework: mxnet, tensorflow\n" in proc.stdout
+
+
+def test_in_the_sif_the_root_is_read_only_and_home_and_the_current_folder_are_bound(cpu_sif, tmp_path):
+    """A current folder outside /tmp and $HOME (under this checkout: /work is in the image, its subfolder is not),
+    a home folder of its own; the image's environment (%environment and the Docker image's ENV) is set."""
+    (REPO / ".pytest_cache").mkdir(exist_ok=True)
+    cwd = Path(tempfile.mkdtemp(prefix="sif-cwd-", dir=REPO / ".pytest_cache"))
+    home = tmp_path / "home"
+    home.mkdir()
+    script = ('touch /opt/scalestudy/x 2>&1 | grep -o "Read-only file system"; touch /x 2>&1 | grep -o "Read-only"; '
+              'echo here > ./from-inside; echo home > "$HOME/from-inside"; pwd; '
+              'echo "$PYTHONNOUSERSITE $VIRTUAL_ENV $APPTAINER_NAME"; command -v python')  # fmt: skip
+    try:
+        proc = sif_run("exec", cpu_sif, "/bin/sh", "-c", script, cwd=cwd, env=dict(os.environ, HOME=str(home)))
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == [
+            "Read-only file system", "Read-only", str(cwd), f"1 /opt/venv {cpu_sif.name}", "/opt/venv/bin/python"
+        ]  # fmt: skip
+        assert (cwd / "from-inside").read_text() == "here\n" and (home / "from-inside").read_text() == "home\n"
+    finally:
+        shutil.rmtree(cwd)
+
+
+def test_the_sif_runs_from_another_network_namespace_and_side_by_side(cpu_sif):
+    """As srun's tasks on a node of the rehearsal cluster call it: from processes in their own network (and mount)
+    namespace, several at once; each call's FUSE mount is gone after it. The start-up times go to the summary."""
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare (util-linux)")
+    times = []
+    for _ in range(2):  # the SIF's pages in the host's cache after the first
+        start = time.monotonic()
+        assert sif_run("exec", cpu_sif, "python", "-c", "pass").returncode == 0
+        times.append(time.monotonic() - start)
+    IMAGE_FACTS.append(f"sif-exec exec {cpu_sif.name} python -c pass: {times[0]:.2f} s, then {times[1]:.2f} s")
+    code = "import socket; print(socket.gethostname())"
+    runtime = shutil.which("apptainer") or str(SIF_EXEC)
+    procs = [subprocess.Popen(["unshare", *flags, runtime, "exec", str(cpu_sif), "python", "-c", code],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for flags in (["--net"], ["--net", "--mount", "--propagation", "slave"], ["--net"])]  # fmt: skip
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and out.strip(), err[-2000:]
+    left = [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if "/sif-exec-" in line]
+    assert not left, left
