@@ -208,8 +208,10 @@ cluster-down: ## stop the rehearsal cluster: its jobs, daemons, namespaces and l
 docker: ## the GPU image from the Dockerfile (where a Docker engine runs)
 	scripts/container.sh docker
 
-image-cpu: system-image ## the CPU image scalestudy:cpu (where a Docker engine runs; the Debian base made here if it cannot be pulled)
-	scripts/image.sh build cpu
+image-cpu: system-image ## the CPU image scalestudy:cpu (a private Docker engine started as root where none runs; the Debian base made here if it cannot be pulled)
+	@out="$$(scripts/image.sh daemon-start)"; pid="$$(echo "$$out" | sed -n 's/^PID=//p')"; \
+	  [ -z "$$pid" ] || echo "started a private Docker engine (pid $$pid; scripts/image.sh daemon-stop $$pid stops it)"; \
+	  host="$$(echo "$$out" | sed -n 's/^DOCKER_HOST=//p')"; DOCKER_HOST="$${host:-$${DOCKER_HOST:-}}" scripts/image.sh build cpu
 
 # Builds the CPU image (a private dockerd when none answers, stopped afterwards) and runs it: --help, figure-3,
 # 2-rank TensorFlow and MXNet jobs into a store on the host, Singularity.def's %test, ldd, a broken lock.

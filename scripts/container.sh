@@ -37,7 +37,11 @@ lock_sha() { sha256sum requirements.lock | cut -d' ' -f1; }
 
 need_docker_engine() {
   command -v "$DOCKER" >/dev/null 2>&1 || die 3 "no docker command on this machine: install Docker (or build elsewhere)"
-  local why
+  local why private=unix:///run/scalestudy-docker/docker.sock
+  # No engine on the default socket: the private one `scripts/image.sh daemon-start` runs (make image-cpu starts it)
+  if [ -z "${DOCKER_HOST:-}" ] && ! docker info >/dev/null 2>&1 && DOCKER_HOST=$private docker info >/dev/null 2>&1; then
+    export DOCKER_HOST=$private
+  fi
   if ! why="$(docker info --format '{{.ServerVersion}}' 2>&1)"; then
     die 3 "the docker client is here but no Docker engine answers (docker info: ${why##*$'\n'}); build on a machine with a running engine"
   fi

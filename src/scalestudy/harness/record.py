@@ -136,7 +136,7 @@ def job_record(cfg: DictConfig, job_dir: Path, outcome: JobOutcome) -> RunRecord
     manifest = environment_manifest()
     if outcome.result:
         manifest["ranks"] = [
-            {k: r.get(k) for k in ("rank", "hostname", "pid", "device_name", "threads")}
+            {k: r.get(k) for k in ("rank", "hostname", "pid", "device_name", "threads", "python", "container")}
             for r in outcome.result.get("ranks", [])
         ]
         manifest["framework"] = outcome.result.get("framework", {})

@@ -153,6 +153,8 @@ def rank_info(rank: int, local_rank: int, size: int, **extra) -> dict:
         "hostname": socket.gethostname(),
         "pid": os.getpid(),
         "process_start_unix": PROGRAM_START_UNIX,
+        "python": sys.executable,  # the image's (/opt/venv/bin/python) when the rank ran in one
+        "container": os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER"),
         **extra,
     }
 
