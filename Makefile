@@ -219,8 +219,10 @@ image-test: $(VENV)/.test.stamp system-image ## build the CPU image here and tes
 	$(PY) -m pytest -v tests/integration/test_image_integration.py
 
 # Without apptainer: scripts/sif.py writes the SIF from the local Docker image (make sif IMAGE=scalestudy:cpu).
-sif: ## the Apptainer image from Singularity.def (apptainer where it runs; else scripts/sif.py from the Docker image)
-	scripts/container.sh sif
+# IMAGE: the Docker image it starts from (scalestudy:cpu for the CPU one; default scalestudy:local), SIF: the file,
+# SIF_NOTEST=1: without running its %test at the end.
+sif: ## scalestudy.sif from Singularity.def and the Docker image IMAGE (apptainer where it runs; else scripts/sif.py)
+	$(if $(IMAGE),IMAGE=$(IMAGE)) $(if $(SIF),SIF=$(SIF)) $(if $(SIF_NOTEST),SIF_NOTEST=1) scripts/container.sh sif
 
 refresh-digest: ## pin the Dockerfile's base image by digest (needs the registry)
 	scripts/container.sh refresh-digest

@@ -36,7 +36,8 @@ from helpers import load_script
 
 # Programs the docs may show that are not the project's: checked by nobody here. A program not listed, not `make`,
 # not a project Python module and not a script of scripts/ fails the test (add it here if it is really external).
-EXTERNAL_PROGRAMS = {"apptainer", "singularity", "docker", "scp", "ssh", "git", "sbatch", "srun", "squeue", "scancel"}
+EXTERNAL_PROGRAMS = {"apptainer", "singularity", "docker", "scp", "ssh", "git", "sbatch", "srun", "squeue", "scancel",
+                     "sinfo"}  # fmt: skip
 PYTHONS = {"python", "python3", "python3.11", ".venv/bin/python", ".venv-train/bin/python"}
 PLACEHOLDER_STEM = "N"  # `make figure-N`: any figure
 # A pattern rule's stem names a config: figure-% is conf/figure/figure-%.yaml.
@@ -84,7 +85,10 @@ def check_simple(command: SimpleCommand, named_only_ok: bool = False) -> None:
     if synopsis:
         raise DocCommandError(f"{' '.join(synopsis)}: a usage synopsis ([OPTION]), not a command a shell can run")
     program, args = command.words[0], list(command.words[1:])
-    if program == "make":
+    if program == "export":  # the shell's: each NAME=value must be a variable the project (or Slurm) reads
+        for setting in args:
+            check_environment_variable(setting.split("=", 1)[0])
+    elif program == "make":
         check_make(args)
     elif program in PYTHONS:
         check_python(args, named_only_ok)
