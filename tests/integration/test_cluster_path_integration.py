@@ -84,7 +84,8 @@ def test_the_documented_sweep_runs_inside_the_sif_on_two_nodes_and_draws_figure_
     jobs = {run.workers: Path(run.job_dir) for run in runs.itertuples()}
     assert _hosts(jobs[4]) == {0: "node1", 1: "node1", 2: "node2", 3: "node2"}
     launcher = (jobs[4] / "launcher.log").read_text()
-    assert f"{here}/scripts/sif-exec exec" in launcher and f"{here}/scalestudy.sif" in launcher, launcher[-3000:]
+    runtime = (here / "scripts" / "sif-exec").resolve()  # the config's path, made absolute
+    assert f"{runtime} exec" in launcher and f"{here}/scalestudy.sif" in launcher, launcher[-3000:]
     for job in jobs.values():  # every rank ran the image's Python, in the SIF (named as Apptainer names it)
         ranks = json.loads((job / "result.json").read_text())["ranks"]
         assert {(r["python"], r["container"]) for r in ranks} == {("/opt/venv/bin/python", str(cpu_sif.resolve()))}
