@@ -1,21 +1,20 @@
 """The study's functions (scaling/study.py) on small tables worked out by hand: a dataset's frame (its types, order,
-the models it leaves out and why), the fit's seed, one GPU's time per step measured or interpolated by FLOPs (each
-way it can fail), and which held-out tests are computed."""
+the models it leaves out and why), the fit's bounds and points, one GPU's time per step measured or interpolated by
+FLOPs (each way it can fail)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from scalestudy.scaling.held_out import HeldOutError
 from scalestudy.scaling.sizes import gradient_bytes
-from scalestudy.scaling.study import compute_time, dataset_frame, fit_dataset, held_out_errors, points_of
+from scalestudy.scaling.study import compute_time, dataset_frame, fit_dataset, points_of
 
-# Efficiency at 1 to 16 GPUs, not exactly what any setting of the model gives (the bootstrap has residuals to draw)
+# Efficiency at 1 to 16 GPUs, not exactly what any setting of the model gives (the fit has residuals)
 EFFICIENCY = {1: 1.0, 2: 0.97, 4: 0.9, 8: 0.86, 16: 0.71}
 DATASET = {"runs": {"experiment": "e"}, "group": ["model", "batch_per_worker"], "classes": 1000,
-           "gpus_per_node": 4, "intra_latency_us": 1, "inter_latency_us": 5}  # fmt: skip
+           "gpus_per_node": 4, "intra_latency_us": 1, "inter_latency_us": 5,
+           "bounds": {"intra_GBps": [0.01, 20.0], "inter_GBps": [0.01, 3.0]}}  # fmt: skip
 
 
 def runs_of(models: dict[str, float]) -> pd.DataFrame:
@@ -46,16 +45,19 @@ def test_a_dataset_frame_by_hand():
     assert empty.empty and none == []
 
 
-def test_the_fit_draws_its_bootstrap_with_the_configured_seed():
+def test_the_fit_stays_inside_the_dataset_bounds_and_takes_the_points_asked_for():
     runs = runs_of({"vgg16": 100.0, "resnet50": 200.0})
-    settings = {"datasets": {"d": DATASET}, "fit_max_workers": 16, "bootstrap": 20}
-    lows = {}
-    for seed in (0, 1):
-        fitted, _, _ = fit_dataset(runs, {**settings, "seed": seed}, "d")
-        lows[seed] = fitted.predict(64, 0.64, gradient_bytes("vgg16", 1000))["low"]
-    again, _, _ = fit_dataset(runs, {**settings, "seed": 1}, "d")
-    assert again.predict(64, 0.64, gradient_bytes("vgg16", 1000))["low"] == lows[1]  # one seed, one band
-    assert lows[0] != lows[1]
+    settings = {"datasets": {"d": DATASET}, "fit_max_workers": 16, "envelope": {"overlaps": 21, "bandwidths": 12}}
+    fitted, _, _ = fit_dataset(runs, settings, "d")
+    assert fitted.n_points == 8  # 2, 4, 8 and 16 GPUs of both models
+    assert fitted.bounds["inter_GBps"] == (0.01, 3.0) and fitted.bounds["intra_GBps"] == (0.01, 20.0)
+    assert fitted.envelope[:, 1].max() <= 3.0 + 1e-9 and fitted.envelope[:, 0].max() <= 20.0 + 1e-9
+    assert 0.0 <= fitted.envelope[:, 2].min() <= fitted.envelope[:, 2].max() <= 1.0
+    up_to_four, _, _ = fit_dataset(runs, settings, "d", 4)
+    assert up_to_four.n_points == 4  # 2 and 4 GPUs of both models
+    without = {"datasets": {"d": {k: v for k, v in DATASET.items() if k != "bounds"}}}
+    with pytest.raises(LookupError, match=r"datasets\.d\.bounds"):
+        fit_dataset(runs, without, "d")
 
 
 DEVICES = {"devices": {"G": {"experiment": "e", "workers": 1}, "H": {"experiment": "h", "workers": 1}}}
@@ -92,18 +94,3 @@ def test_one_gpu_time_fails_naming_what_is_missing():
     with pytest.raises(LookupError) as err:  # VGG-19: the most FLOPs of all, nothing measured above it
         compute_time(runs, DEVICES, "G", "vgg19", 64)
     assert str(err.value) == "no measured G models at batch 64 on both sides of vgg19's FLOPs"
-
-
-def test_held_out_errors_computes_the_tests_the_rule_names():
-    from test_mlperf_check_values import CFG, published_family
-
-    settings = {"mlperf": {**CFG, "runs": {"experiment": "mlperf-x"}, "min_scales": 3},
-                "held_out_error": {"ranges": [{"tests": ["tf-benchmarks-2017"]}]}}  # fmt: skip
-    # the study's checks given (none with held-out points), MLPerf's test not named: nothing computed, no store read
-    assert held_out_errors(pd.DataFrame(), settings, checks=[]) == {}
-    runs = published_family()
-    settings["held_out_error"]["ranges"].append({"tests": ["mlperf-x"]})
-    errors = held_out_errors(runs, settings, checks=[])
-    assert list(errors) == ["mlperf-x"] and isinstance(errors["mlperf-x"], HeldOutError)
-    assert (errors["mlperf-x"].test, errors["mlperf-x"].points, errors["mlperf-x"].gpus_max) == ("mlperf-x", 1, 512)
-    assert np.isfinite(errors["mlperf-x"].optimistic)

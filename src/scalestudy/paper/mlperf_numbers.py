@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -18,27 +19,32 @@ def _families(runs: pd.DataFrame, min_scales: int) -> pd.DataFrame:
 
 def family_value(runs: pd.DataFrame, *, round: str, submitter: str, column: str, accelerators: int | None = None,
                  kind: str | None = None, min_scales: int = 3) -> float:  # fmt: skip
-    """`column` of one family's system (the largest where `accelerators` is not given)."""
+    """`column` of one family's system (the largest where `accelerators` is not given; a round's submitter may
+    have several families where `accelerators` names the one system)."""
     fam = _families(runs, min_scales)
     part = fam[(fam["round"] == round) & (fam["submitter"] == submitter)]
     if kind:
         part = part[part["accelerator_kind"] == kind]
-    if part["family"].nunique() != 1:
+    if accelerators is None and part["family"].nunique() != 1:
         raise ValueError(f"{part['family'].nunique()} families of {round} {submitter} ({kind or 'any kind'})")
     row = part[part["accelerators"] == (accelerators or part["accelerators"].max())]
     if len(row) != 1:
-        raise ValueError(f"no system of {accelerators} accelerators in the {round} {submitter} family")
+        raise ValueError(f"{len(row)} systems of {accelerators} accelerators in the {round} {submitter} families")
     return float(row[column].iloc[0])
 
 
 def families_stat(runs: pd.DataFrame, *, stat: str, column: str | None = None, kind: str | None = None,
-                  at_least: int = 1, below: float | None = None, min_scales: int = 3) -> float:  # fmt: skip
-    """Over the families' systems with at least `at_least` accelerators (and of `kind`): count of families,
-    count of systems, or min/max of `column`; `below`: count the systems whose column is below it."""
+                  at_least: int = 1, at_most: int | None = None, below: float | None = None, min_scales: int = 3,
+                  scaled: bool = False) -> float:  # fmt: skip
+    """Over the families' systems with `at_least` to `at_most` accelerators (and of `kind`; `scaled`: larger than
+    their family's smallest): count of families, count of systems, or min/max of `column`; `below`: count the
+    systems whose column is below it."""
     fam = _families(runs, min_scales)
     if kind:
         fam = fam[fam["accelerator_kind"] == kind]
-    part = fam[fam["accelerators"] >= at_least]
+    if scaled:
+        fam = fam[fam["scale"] > 1]
+    part = fam[(fam["accelerators"] >= at_least) & (fam["accelerators"] <= (at_most or np.inf))]
     if stat == "families":
         return float(part["family"].nunique())
     if stat == "systems":
@@ -69,16 +75,16 @@ def model_check(runs: pd.DataFrame, *, stat: str, config: str = "scaling/mlperf.
 
 
 def nearest(runs: pd.DataFrame, *, scale: int, stat: str, column: str = "efficiency_throughput", factor: float = 2.0,
-            min_scales: int = 3) -> float:  # fmt: skip
-    """Over the GPU families' systems nearest `scale` GPUs (report.nearest_systems, as table 7 lists them): their
-    count (stat systems), or min/max of `column`."""
-    from ..scaling.report import nearest_systems
+            min_scales: int = 2, below: float | None = None) -> float:  # fmt: skip
+    """Over the GPU systems near `scale` GPUs (report.systems_near, the rule table 7 lists them by): their count
+    (stat systems; with `below`, those whose column is below it), or min/max of `column`."""
+    from ..scaling.report import systems_near
 
-    near = nearest_systems(_families(runs, min_scales), int(scale), float(factor))
+    near = systems_near(_families(runs, min_scales), int(scale), float(factor))
     if near.empty:
         raise ValueError(f"no GPU family has a system within a factor {factor:g} of {scale} GPUs")
     if stat == "systems":
-        return float(len(near))
+        return float(len(near) if below is None else (near[column] < below).sum())
     if stat in ("min", "max"):
         return float(getattr(near[column], stat)())
     raise ValueError(f"stat {stat!r}: systems, min or max")

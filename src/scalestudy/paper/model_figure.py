@@ -46,17 +46,16 @@ def dodged(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 def _band(ax, curve: pd.DataFrame, fit_max: int, color, position: float) -> None:
-    """The model's interval as a bar at each power of two beyond the fit, the series side by side (`position`
-    steps of BAND_DODGE doublings): translucent areas of several series overlap until none can be told apart.
-    Thin, with caps: the interval (the bootstrap band widened by the held-out error); thick: the bootstrap band."""
+    """The model's envelope (what the fitted points allow inside the hardware's bounds) as a bar with caps at each
+    power of two beyond the fit, the series side by side (`position` steps of BAND_DODGE doublings): translucent
+    areas of several series overlap until none can be told apart."""
     workers = curve["workers"].to_numpy(dtype=float)
     bars = curve[(workers > fit_max) & np.isclose(np.log2(workers), np.round(np.log2(workers)))]
     if bars.empty:
         return
     x = bars["workers"] * 2.0 ** (position * BAND_DODGE)
-    ax.vlines(x, bars["low"], bars["high"], color=color, lw=0.7, zorder=4)
-    ax.plot(x, bars["low"], "_", x, bars["high"], "_", color=color, ms=3.2, mew=0.8, zorder=4)
-    ax.vlines(x, bars["bootstrap_low"], bars["bootstrap_high"], color=color, lw=2.4, zorder=4)
+    ax.vlines(x, bars["low"], bars["high"], color=color, lw=1.2, zorder=4)
+    ax.plot(x, bars["low"], "_", x, bars["high"], "_", color=color, ms=3.6, mew=0.9, zorder=4)
 
 
 def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):

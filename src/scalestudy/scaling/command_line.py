@@ -2,7 +2,7 @@
 
 Settings come from conf/scaling/default.yaml; KEY=VALUE arguments override its `predict` keys (model, workers,
 device, batch_per_worker, classes, gpus_per_node, intra, network, fp16, throughput_1gpu) or its top-level ones
-(bootstrap, seed, fit_max_workers, prediction_fit). The published runs are read from the MLflow store
+(fit_max_workers, prediction_fit, envelope.level, ...). The published runs are read from the MLflow store
 (`make import` first).
 """
 
@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 from ..config import CONF_DIR
 
 SETTINGS_FILE = CONF_DIR / "scaling" / "default.yaml"
-MLPERF_FILE = CONF_DIR / "scaling" / "mlperf.yaml"  # the held-out test whose error widens the intervals
+MLPERF_FILE = CONF_DIR / "scaling" / "mlperf.yaml"  # MLPerf's test of the model
 EXTRA_PREDICT_KEYS = {"throughput_1gpu": None}  # images/s of one GPU of your own (null: the device's published run)
 
 
@@ -33,7 +33,7 @@ def load_settings(overrides: list[str]) -> dict:
         if key in base.predict:
             key = f"predict.{key}"
         elif OmegaConf.select(base, key) is None and key not in base:
-            known = ", ".join([*base.predict.keys(), "bootstrap", "seed", "fit_max_workers", "prediction_fit"])
+            known = ", ".join([*base.predict.keys(), "fit_max_workers", "prediction_fit", "envelope.level"])
             raise ValueError(f"unknown key {key!r} (known: {known})")
         dotted.append(f"{key}={value}")
     settings = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotted)), resolve=True)
@@ -64,7 +64,7 @@ def _runs():
 def predict_command(args: list[str]) -> int:
     from .cost import Network, hierarchical_allreduce_s, ring_allreduce_s
     from .sizes import SizeError, gradient_bytes
-    from .study import compute_time, fit_dataset, held_out_errors, network_link, predict, widened
+    from .study import compute_time, fit_dataset, network_link, predict
 
     if args[:1] == ["help"]:
         print(__doc__)
@@ -81,7 +81,6 @@ def predict_command(args: list[str]) -> int:
                 runs, settings, str(p["device"]), str(p["model"]), int(p["batch_per_worker"])
             )
         fitted, _, _ = fit_dataset(runs, settings, settings["prediction_fit"])
-        errors = held_out_errors(runs, settings)
         net = Network(
             network_link(settings, str(p["intra"])), network_link(settings, str(p["network"])), int(p["gpus_per_node"])
         )
@@ -100,13 +99,14 @@ def predict_command(args: list[str]) -> int:
         f"  allreduce: {1e3 * ring_allreduce_s(per_node, nbytes, net.intra):.1f} ms inside a node + "
         f"{1e3 * ring_allreduce_s(nodes, nbytes, net.inter):.1f} ms between nodes = "
         f"{1e3 * hierarchical_allreduce_s(workers, nbytes, net):.1f} ms\n"
-        f"  overlap fitted on {settings['prediction_fit']}: {fitted.values[2]:.2f}"
+        f"  overlap fitted on {settings['prediction_fit']}: {fitted.values[2]:.2f} (the data allow "
+        f"{fitted.envelope[:, 2].min():.2f} to {fitted.envelope[:, 2].max():.2f})"
     )
     print(
-        "\n  interval: the bootstrap's 95 % band widened by the model's held-out error (conf/scaling/default.yaml "
-        "held_out_error); no bound"
+        f"\n  envelope: what the fitted points allow inside the hardware's bounds ({100 * fitted.level:.0f} % F-test "
+        "region, conf/scaling/default.yaml envelope); not a calibrated prediction interval"
     )
-    print(f"\n  {'GPUs':>5}  {'efficiency':>10}  {'interval':>13}  {'bootstrap':>13}  {'images/s':>10}")
+    print(f"\n  {'GPUs':>5}  {'efficiency':>10}  {'envelope':>13}  {'images/s':>10}")
     for n in sorted({int(2**k) for k in range(int(np.log2(workers)) + 1)} | {workers}):
         e = predict(
             fitted,
@@ -118,11 +118,9 @@ def predict_command(args: list[str]) -> int:
             intra=str(p["intra"]),
             network=str(p["network"]),
         )
-        e = widened(e, n, settings, errors)
         rate = n * int(p["batch_per_worker"]) / compute_s * e["efficiency"]
         print(
-            f"  {n:>5}  {e['efficiency']:>10.3f}  {e['low']:>6.3f}..{e['high']:<6.3f}  "
-            f"{e['bootstrap_low']:>6.3f}..{e['bootstrap_high']:<6.3f}  {rate:>10.0f}"
+            f"  {n:>5}  {e['efficiency']:>10.3f}  {e['low']:>6.3f}..{e['high']:<6.3f}  {rate:>10.0f}"
         )
     return 0
 
@@ -140,10 +138,11 @@ def validate_command(args: list[str]) -> int:
         params = res["parameters"]
         print(
             f"{res['dataset']} ({res['label']}; {res['allreduce']}): fitted on {res['fit_points']} points at "
-            f"{res['fit_workers']} GPUs, residual rms {100 * res['residual_rms']:.1f} points"
+            f"{res['fit_workers']} GPUs, residual rms {100 * res['residual_rms']:.1f} points (envelope: up to "
+            f"{100 * res['threshold_rms']:.1f})"
         )
         for name, v in params.items():
-            print(f"  {name:<11} {v['value']:9.3f}  (95 %: {v['low']:.3f} .. {v['high']:.3f})")
+            print(f"  {name:<11} {v['value']:9.3f}  (envelope {v['low']:.3f} .. {v['high']:.3f}; cap {v['cap']:g})")
         for h in res["held_out"]:
             print(
                 f"  {h['group']:<28} {h['workers']:>3} GPUs: observed {h['observed']:.3f}, predicted "
@@ -152,7 +151,8 @@ def validate_command(args: list[str]) -> int:
         if res["held_out"]:
             print(
                 f"  held-out error: mean |error| {100 * res['mean_abs_error']:.1f}, "
-                f"max {100 * res['max_abs_error']:.1f} points"
+                f"max {100 * res['max_abs_error']:.1f} points; the envelope covers {res['covered']} of "
+                f"{len(res['held_out'])}"
             )
         for note in res["skipped"]:
             print(f"  not modelled: {note}")

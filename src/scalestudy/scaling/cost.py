@@ -17,13 +17,18 @@ in parallel rings that share the node's network link, so the link carries 2 (m-1
     t_hier(N) = t_ring(g; intra link) + 2 (m-1)/m * B / inter_bandwidth + 2 (m-1) * inter_latency.
 
 Weak scaling (fixed batch per GPU): throughput(N) = N * batch / t_step(N), and the scaling efficiency
-throughput(N) / (N throughput(1)) = t_compute / t_step(N). fp16 compression halves B.
+throughput(N) / (N throughput(1)) = t_compute / t_step(N), at most 1 by construction. fp16 compression halves B.
+
+Bandwidths, latencies and the overlap may be NumPy arrays (the fit's envelope evaluates many at once); GPU counts
+are integers.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -64,9 +69,10 @@ def hierarchical_allreduce_s(n: int, nbytes: float, network: Network) -> float:
 
 def step_time_s(compute_s: float, allreduce_s: float, overlap: float) -> float:
     """Compute time plus the part of the allreduce the computation does not hide."""
-    if not 0.0 <= overlap <= 1.0:
+    if np.any(np.asarray(overlap) < 0.0) or np.any(np.asarray(overlap) > 1.0):
         raise ValueError(f"overlap {overlap} is not a share in [0, 1]")
-    return compute_s + max(0.0, allreduce_s - overlap * compute_s)
+    exposed = np.maximum(0.0, allreduce_s - overlap * compute_s)
+    return compute_s + (float(exposed) if np.ndim(exposed) == 0 else exposed)
 
 
 def efficiency(n: int, compute_s: float, nbytes: float, network: Network, overlap: float) -> float:

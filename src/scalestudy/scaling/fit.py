@@ -1,22 +1,31 @@
-"""Fitting the model's network parameters to measured scaling efficiencies, with their uncertainty.
+"""Fitting the model's network parameters to measured scaling efficiencies, inside what the hardware allows.
 
-The points are (compute time per step, gradient bytes, GPUs, observed efficiency) of several models or
-batch sizes measured on one platform, so they share its network: the intra-node bandwidth, the inter-node
-bandwidth and the overlap (cost.py). Latencies are not fitted: below 64 GPUs their cost (2 (n-1) x a few
-microseconds) is far below what the points can resolve, so they are stated per platform instead.
+The points are (compute time per step, gradient bytes, GPUs, observed efficiency) of several models or batch sizes
+measured on one platform, so they share its network: the intra-node bandwidth, the inter-node bandwidth and the
+overlap (cost.py). Latencies are not fitted: below 64 GPUs their cost (2 (n-1) x a few microseconds) is far below
+what the points can resolve, so they are stated per platform instead.
 
-Least squares on the efficiencies (scipy's least_squares, bandwidths in log space, several starts), then a
-residual bootstrap (the fitted efficiencies plus resampled residuals, refitted) for the parameters'
-uncertainty: their standard errors and 95 % intervals, and bands around every prediction. The bands carry the
-parameters' uncertainty only; how far the model itself is off shows in the held-out error.
+Every parameter is bounded: each bandwidth between a floor and the line rate of the links the source states (a
+dataset's `bounds` in conf/scaling/default.yaml, cited there), the overlap in [0, 1]; the model's efficiency is at
+most 1 by construction. Least squares inside those bounds on a grid (bandwidths log-spaced, the overlap in steps of
+1/(overlaps - 1)), polished from the grid's best by scipy's least_squares.
+
+What the data allow is the envelope: every grid point whose sum of squared residuals is within the noise of the
+best, SSE <= SSE_min (1 + p/(n - p) F(p, n - p; level)), the F-test region of nonlinear least squares (Beale 1960;
+Bates and Watts 1988, section 6.1; p = 3 parameters, n multi-GPU points). A prediction's range is the least and
+the most the envelope's parameter sets predict. It is an envelope, not a calibrated prediction interval: it shows
+what the fitted points leave open, not how far the model is off elsewhere (study.validation tests that on points
+the fit did not see).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import least_squares
+from scipy.stats import f as f_distribution
 
 from .cost import Link, Network, efficiency
 
@@ -37,16 +46,19 @@ class Point:
 
 @dataclass
 class Fit:
-    """Fitted parameters (PARAMS order), their bootstrap replicates, and the fit's setting."""
+    """The best parameters (PARAMS order), the envelope's parameter sets, and the fit's setting."""
 
     values: np.ndarray
-    replicates: np.ndarray  # (n_boot, len(PARAMS))
+    envelope: np.ndarray  # (k, len(PARAMS)): every parameter set within the noise of the best
     gpus_per_node: int
     intra_latency_s: float
     inter_latency_s: float
-    residual_rms: float
+    residual_rms: float  # of the best fit
+    threshold_rms: float  # the envelope's limit, as an rms over the points
     n_points: int
-    details: dict = field(default_factory=dict)
+    bounds: dict[str, tuple[float, float]]
+    level: float
+    profile: dict[float, float] = field(default_factory=dict)  # overlap -> the least rms at that overlap
 
     def network(self, values=None, inter: Link | None = None) -> Network:
         intra_GBps, inter_GBps, _ = self.values if values is None else values
@@ -57,15 +69,16 @@ class Fit:
         )
 
     def summary(self) -> dict[str, dict[str, float]]:
-        """Per parameter: value, bootstrap standard error and 95 % interval."""
+        """Per parameter: the best value, the envelope's least and largest, and the bounds it was fitted in."""
         out = {}
         for i, name in enumerate(PARAMS):
-            reps = self.replicates[:, i]
+            floor, cap = self.bounds[name]
             out[name] = {
                 "value": float(self.values[i]),
-                "stderr": float(np.std(reps, ddof=1)),
-                "low": float(np.percentile(reps, 2.5)),
-                "high": float(np.percentile(reps, 97.5)),
+                "low": float(self.envelope[:, i].min()),
+                "high": float(self.envelope[:, i].max()),
+                "floor": float(floor),
+                "cap": float(cap),
             }
         return out
 
@@ -79,20 +92,17 @@ class Fit:
         inter: Link | None = None,
         intra: Link | None = None,
     ) -> dict[str, float]:
-        """Efficiency at `workers` with its 95 % band over the bootstrap replicates. `gpus_per_node`, `inter` and
-        `intra` replace the fitted platform's (a what-if); a replaced link has no uncertainty of its own."""
+        """Efficiency at `workers` from the best parameters, and the envelope's range (low, high). `gpus_per_node`,
+        `inter` and `intra` replace the fitted platform's (a what-if); a replaced link is not varied."""
+        per_node = int(gpus_per_node or self.gpus_per_node)
 
-        def one(values):
-            net = self.network(values, inter)
-            net = Network(intra or net.intra, net.inter, int(gpus_per_node or net.gpus_per_node))
-            return efficiency(int(workers), compute_s, nbytes, net, float(values[2]))
+        def at(values: np.ndarray):
+            net = self.network(values.T if values.ndim > 1 else values, inter)
+            return efficiency(int(workers), compute_s, nbytes, Network(intra or net.intra, net.inter, per_node),
+                              values.T[2] if values.ndim > 1 else float(values[2]))  # fmt: skip
 
-        reps = np.array([one(v) for v in self.replicates])
-        return {
-            "efficiency": one(self.values),
-            "low": float(np.percentile(reps, 2.5)),
-            "high": float(np.percentile(reps, 97.5)),
-        }
+        spread = np.atleast_1d(at(self.envelope))
+        return {"efficiency": float(at(self.values)), "low": float(spread.min()), "high": float(spread.max())}
 
 
 def _model(params: np.ndarray, points: list[Point], gpus_per_node: int, lat_intra: float, lat_inter: float):
@@ -101,20 +111,14 @@ def _model(params: np.ndarray, points: list[Point], gpus_per_node: int, lat_intr
     return np.array([efficiency(p.workers, p.compute_s, p.nbytes, net, float(overlap)) for p in points])
 
 
-def _solve(points, observed, gpus_per_node, lat_intra, lat_inter) -> np.ndarray:
-    """The best of a few starts (the max() in the step time makes the cost surface kinked)."""
-    best = None
-    for log_bw in (np.log(0.3), np.log(3.0), np.log(30.0)):
-        for overlap in (0.0, 0.3, 0.7):
-            result = least_squares(
-                lambda x: _model(x, points, gpus_per_node, lat_intra, lat_inter) - observed,
-                x0=[log_bw, log_bw, overlap],
-                bounds=([np.log(1e-3), np.log(1e-3), 0.0], [np.log(1e4), np.log(1e4), 1.0]),
-                method="trf",
-            )
-            if best is None or result.cost < best.cost - 1e-15:
-                best = result
-    return best.x
+def _grid_sse(points, observed, gpus_per_node, lat_intra, lat_inter, axes) -> np.ndarray:
+    """The sum of squared residuals at every (overlap, inter, intra) of the grid's axes, in one array."""
+    overlap, inter, intra = np.meshgrid(*axes, indexing="ij")
+    net = Network(Link(intra * GB, lat_intra), Link(inter * GB, lat_inter), gpus_per_node)
+    sse = np.zeros_like(overlap)
+    for p, seen in zip(points, observed):
+        sse += (efficiency(p.workers, p.compute_s, p.nbytes, net, overlap) - seen) ** 2
+    return sse
 
 
 def fit(
@@ -123,36 +127,50 @@ def fit(
     gpus_per_node: int,
     intra_latency_us: float,
     inter_latency_us: float,
-    n_boot: int = 200,
-    seed: int = 0,
+    bounds: Mapping[str, tuple[float, float]],
+    level: float = 0.95,
+    overlaps: int = 101,
+    bandwidths: int = 48,
 ) -> Fit:
-    """Fit PARAMS to the points (at least as many multi-GPU points as parameters)."""
+    """Fit PARAMS to the multi-GPU points inside `bounds` ({intra_GBps, inter_GBps: [floor, cap]}; the overlap is
+    in [0, 1]), and the envelope of parameter sets within the noise of the best (more points than parameters)."""
     multi = [p for p in points if p.workers > 1]
-    if len(multi) < len(PARAMS):
-        raise ValueError(f"{len(multi)} multi-GPU points cannot determine {len(PARAMS)} parameters")
+    if len(multi) <= len(PARAMS):
+        raise ValueError(f"{len(multi)} multi-GPU points cannot bound {len(PARAMS)} parameters (need more)")
+    limits = {"intra_GBps": tuple(map(float, bounds["intra_GBps"])), "inter_GBps": tuple(map(float, bounds["inter_GBps"])),
+              "overlap": (0.0, 1.0)}  # fmt: skip
+    for name, (floor, cap) in limits.items():
+        if not 0 <= floor < cap:
+            raise ValueError(f"bounds.{name}: [{floor}, {cap}] is not a range of non-negative numbers")
     observed = np.array([p.efficiency for p in multi])
     lat_intra, lat_inter = intra_latency_us * 1e-6, inter_latency_us * 1e-6
-    x = _solve(multi, observed, gpus_per_node, lat_intra, lat_inter)
-    fitted = _model(x, multi, gpus_per_node, lat_intra, lat_inter)
-    residuals = observed - fitted
-    rng = np.random.default_rng(seed)
-    replicates = []
-    for _ in range(n_boot):
-        fake = fitted + rng.choice(residuals, size=residuals.size, replace=True)
-        result = least_squares(
-            lambda z, fake=fake: _model(z, multi, gpus_per_node, lat_intra, lat_inter) - fake,
-            x0=x,
-            bounds=([np.log(1e-3), np.log(1e-3), 0.0], [np.log(1e4), np.log(1e4), 1.0]),
-            method="trf",
-        )
-        replicates.append(result.x)
-    as_values = lambda z: np.array([np.exp(z[0]), np.exp(z[1]), z[2]])  # noqa: E731
+    axes = (np.linspace(0.0, 1.0, int(overlaps)), np.geomspace(*limits["inter_GBps"], int(bandwidths)),
+            np.geomspace(*limits["intra_GBps"], int(bandwidths)))  # fmt: skip
+    sse = _grid_sse(multi, observed, gpus_per_node, lat_intra, lat_inter, axes)
+    i, j, k = np.unravel_index(np.argmin(sse), sse.shape)
+    low = [np.log(limits["intra_GBps"][0]), np.log(limits["inter_GBps"][0]), 0.0]
+    high = [np.log(limits["intra_GBps"][1]), np.log(limits["inter_GBps"][1]), 1.0]
+    start = np.clip([np.log(axes[2][k]), np.log(axes[1][j]), axes[0][i]], low, high)
+    result = least_squares(lambda x: _model(x, multi, gpus_per_node, lat_intra, lat_inter) - observed, x0=start,
+                           bounds=(low, high), method="trf")  # fmt: skip
+    best, best_sse = np.array([axes[2][k], axes[1][j], axes[0][i]]), float(sse.min())
+    if float(np.sum(result.fun**2)) < best_sse:  # the polish found a better point between the grid's
+        best, best_sse = np.array([np.exp(result.x[0]), np.exp(result.x[1]), result.x[2]]), float(np.sum(result.fun**2))
+    n, p = len(multi), len(PARAMS)
+    threshold = best_sse * (1 + p / (n - p) * f_distribution.ppf(level, p, n - p))
+    inside = np.argwhere(sse <= threshold)
+    envelope = np.array([[axes[2][c], axes[1][b], axes[0][a]] for a, b, c in inside] + [list(best)])
+    profile = {round(float(o), 6): float(np.sqrt(sse[m].min() / n)) for m, o in enumerate(axes[0])}
     return Fit(
-        values=as_values(x),
-        replicates=np.array([as_values(z) for z in replicates]),
+        values=best,
+        envelope=envelope,
         gpus_per_node=int(gpus_per_node),
         intra_latency_s=lat_intra,
         inter_latency_s=lat_inter,
-        residual_rms=float(np.sqrt(np.mean(residuals**2))),
-        n_points=len(multi),
+        residual_rms=float(np.sqrt(best_sse / n)),
+        threshold_rms=float(np.sqrt(threshold / n)),
+        n_points=n,
+        bounds=limits,
+        level=float(level),
+        profile=profile,
     )

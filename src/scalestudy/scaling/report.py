@@ -7,6 +7,7 @@ conf/table/table-4.yaml include it through their defaults lists).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -14,31 +15,29 @@ import pandas as pd
 
 from ..derive import scale_families
 from ..schema import MODELS
-from .held_out import margins
 from .mlperf_check import efficiency, family_label, tested_families, tradeoff
-from .study import claim_predictions, fit_dataset, held_out_errors, predict, published_runs, validation, widened
+from .study import claim_predictions, fit_dataset, predict, published_runs, validation
 
 CURVE_WORKERS = (1, 2, 4, 8, 16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
 
 def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mapping]) -> pd.DataFrame:
-    """Figure 7: per panel, the observed efficiencies, the model's curves with their intervals (the bootstrap band
-    widened by the held-out error, held_out.py), and the claims.
+    """Figure 7: per panel, the observed efficiencies, the model's curves with their envelopes (fit.py: the range of
+    what the fitted points allow inside the hardware's bounds), and the claims.
 
-    panels: [{title, fit: dataset (its observed points and its fit, extrapolated on its own platform) | claim:
-    name (its claims, and the model in the claim's setting)}]. Rows: panel, kind (observed | model | claim |
-    claim_text), series, workers, efficiency, low, high (the widened interval), bootstrap_low, bootstrap_high,
+    panels: [{title, fit: dataset (its observed points and its fit on the 1..fit_max_workers GPU points,
+    extrapolated on its own platform) | claim: name (its claims, and the model in the claim's setting)}]. Rows:
+    panel, kind (observed | model | claim | claim_text), series, workers, efficiency, low, high (the envelope),
     held_out, text."""
     out: list[dict] = []
     limit = int(scaling["fit_max_workers"])
-    errors = held_out_errors(runs, scaling)
     needs_claims = any("claim" in p for p in panels)
     prediction_fit = fit_dataset(runs, scaling, scaling["prediction_fit"])[0] if needs_claims else None
-    claims = claim_predictions(runs, scaling, prediction_fit, errors) if needs_claims else []
+    claims = claim_predictions(runs, scaling, prediction_fit) if needs_claims else []
     for panel in panels:
         title = panel["title"]
         if "fit" in panel:
-            fitted, frame, _ = fit_dataset(runs, scaling, panel["fit"])
+            fitted, frame, _ = fit_dataset(runs, scaling, panel["fit"], limit)
             for group, part in frame.groupby("group", sort=True):
                 for r in part.itertuples():
                     out.append(
@@ -47,7 +46,7 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
                 first = part.iloc[0]
                 for n in CURVE_WORKERS:
                     p = fitted.predict(n, float(first["compute_s"]), float(first["nbytes"]))  # not .nbytes (Series)
-                    out.append(_model_row(title, group, n, widened(p, n, scaling, errors)))
+                    out.append(_model_row(title, group, n, p))
         if "claim" in panel:
             for c in (c for c in claims if c["claim"] == panel["claim"] and "predicted" in c):
                 series = f"{MODELS.get(c['model'], c['model'])} · {c['device']}"
@@ -64,7 +63,7 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
                         intra=c["intra"],
                         network=c["network"],
                     )
-                    out.append(_model_row(title, series, n, widened(p, n, scaling, errors)))
+                    out.append(_model_row(title, series, n, p))
         for name in panel.get("claim_texts", []):
             label = scaling["claims"][name].get("label", name)
             for r in published_runs(runs, scaling["claims"][name]["runs"]).head(1).itertuples():
@@ -72,7 +71,7 @@ def figure_rows(runs: pd.DataFrame, *, scaling: Mapping, panels: Sequence[Mappin
     return pd.DataFrame(out)
 
 
-def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held_out=False, text="", boot=None):
+def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held_out=False, text=""):
     return {
         "panel": panel,
         "kind": kind,
@@ -81,16 +80,13 @@ def _row(panel, kind, series, workers, efficiency, low=np.nan, high=np.nan, held
         "efficiency": float(efficiency),
         "low": float(low),
         "high": float(high),
-        "bootstrap_low": float(boot[0] if boot else low),
-        "bootstrap_high": float(boot[1] if boot else high),
         "held_out": bool(held_out),
         "text": text,
     }
 
 
 def _model_row(panel, series, workers, p: Mapping) -> dict:
-    boot = (p["bootstrap_low"], p["bootstrap_high"])
-    return _row(panel, "model", series, workers, p["efficiency"], p["low"], p["high"], boot=boot)
+    return _row(panel, "model", series, workers, p["efficiency"], p["low"], p["high"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,8 +97,8 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
     """Held-out validation per dataset, the claims against the model's predictions per what-if network, and
     `numbers`: every value the paper's text quotes, each with its key and format."""
     checks = validation(runs, scaling)
-    errors = held_out_errors(runs, scaling, checks)
-    claims = claim_predictions(runs, scaling, errors=errors)
+    prediction_fit = fit_dataset(runs, scaling, scaling["prediction_fit"])[0]
+    claims = claim_predictions(runs, scaling, prediction_fit)
     networks = [
         {"key": n, "label": scaling["networks"][n]["label"], "short": scaling["networks"][n].get("short", n)}
         for n in scaling["what_ifs"]
@@ -112,13 +108,9 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
     def number(key: str, value, fmt: str = "percent1") -> None:
         numbers.append({"key": key, "value": None if value is None else float(value), "format": fmt})
 
-    for test, e in sorted(errors.items()):  # the rule's inputs: each held-out test's largest error per side
-        number(f"{test}-optimistic", e.optimistic)
-        number(f"{test}-pessimistic", e.pessimistic)
-    for r in scaling["held_out_error"]["ranges"]:  # and what it moves a band's ends by beyond `above` GPUs
-        down, up = margins(int(r["above"]) + 1, errors, scaling["held_out_error"])
-        number(f"margin-above-{r['above']}-down", down)
-        number(f"margin-above-{r['above']}-up", up)
+    full = _fit_numbers(prediction_fit)
+    for name, value, fmt in full:  # the fit the claims are judged with: all points of prediction_fit
+        number(f"{scaling['prediction_fit']}-all-{name}", value, fmt)
     for check in checks:
         d = check["dataset"]
         number(f"{d}-points", len(check["held_out"]), "integer")
@@ -127,9 +119,11 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
             number(f"{d}-mae", check["mean_abs_error"])
             number(f"{d}-max", check["max_abs_error"])
         number(f"{d}-rms", check["residual_rms"])
+        number(f"{d}-threshold-rms", check["threshold_rms"])
+        number(f"{d}-covered", check["covered"], "integer")
         for name, p in check["parameters"].items():
             fmt = "percent0" if name == "overlap" else "figs3"
-            for part in ("value", "low", "high"):
+            for part in ("value", "low", "high", "cap"):
                 number(f"{d}-{name}-{part}", p[part], fmt)
         for h in check["held_out"]:
             key = f"{d}-{h['model']}-b{h['batch_per_worker']}-{h['workers']}"
@@ -141,10 +135,8 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         if "predicted" not in c:
             continue
         number(f"{key}-predicted", c["predicted"]["efficiency"])
-        number(f"{key}-low", c["predicted"]["low"])  # the interval: with the held-out error
+        number(f"{key}-low", c["predicted"]["low"])  # the envelope's range
         number(f"{key}-high", c["predicted"]["high"])
-        number(f"{key}-bootstrap-low", c["predicted"]["bootstrap_low"])
-        number(f"{key}-bootstrap-high", c["predicted"]["bootstrap_high"])
         number(f"{key}-fp16", c["fp16"]["efficiency"])
         number(f"{key}-compute-ms", 1e3 * c["compute_s"], "fixed0")
         number(f"{key}-allreduce-ms", 1e3 * c["allreduce_s"], "fixed0")
@@ -159,10 +151,22 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
         "networks": networks,
         "fp16_network": scaling["networks"][scaling["fp16_what_if"]].get("short", scaling["fp16_what_if"]),
         "prediction_fit": scaling["prediction_fit"],
-        "held_out_error": {t: vars(e) for t, e in sorted(errors.items())},
-        "rule": scaling["held_out_error"],
+        "prediction_parameters": prediction_fit.summary(),
+        "prediction_points": prediction_fit.n_points,
+        "level": prediction_fit.level,
         "numbers": numbers,
     }
+
+
+def _fit_numbers(fitted) -> list[tuple[str, float, str]]:
+    """A fit's numbers the text quotes: its rms and the envelope's limit, every parameter's best value, range
+    and cap, and the least rms at no overlap (how well the data fit the model without it)."""
+    out = [("points", fitted.n_points, "integer"), ("rms", fitted.residual_rms, "percent1"),
+           ("threshold-rms", fitted.threshold_rms, "percent1"), ("overlap-zero-rms", fitted.profile[0.0], "percent1")]
+    for name, p in fitted.summary().items():
+        fmt = "percent0" if name == "overlap" else "figs3"
+        out += [(f"{name}-{part}", p[part], fmt) for part in ("value", "low", "high", "cap")]
+    return out  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,25 +207,54 @@ def tradeoff_rows(runs: pd.DataFrame, *, mlperf: Mapping, overlaps: int = 11, mi
 
 
 # --------------------------------------------------------------------------------------------
-# Table 7: the 512- and 256-GPU claims judged again, with the model's interval and beside the measured families
+# Table 7: the 512- and 256-GPU claims judged by the measured systems first, then beside the model's envelope
 
 
-def nearest_systems(families: pd.DataFrame, scale: int, factor: float) -> pd.DataFrame:
-    """Per GPU scale family (derive.scale_families), its system nearest `scale` GPUs on a log axis, where that lies
-    within `factor` of it and is not the family's smallest (whose efficiency is 1 by definition); nearest first."""
-    gpu = families[families["accelerator_kind"] == "GPU"]
-    distance = (np.log2(gpu["accelerators"].astype(float) / scale)).abs()
-    near = gpu.assign(distance=distance)[(distance <= np.log2(factor) + 1e-9) & (gpu["scale"] > 1)]
-    best = near.sort_values(["distance", "accelerators"]).groupby("family", sort=False).head(1)
-    return best.sort_values(["distance", "round", "accelerators"]).reset_index(drop=True)
+def systems_near(families: pd.DataFrame, scale: int, factor: float) -> pd.DataFrame:
+    """The selection rule of table 7: every GPU system of a scale family (derive.scale_families; two GPU counts
+    suffice, a pair is a measurement) within `factor` of `scale` GPUs, other than its family's smallest (whose
+    efficiency is 1 by definition); in time order (round), then by GPUs."""
+    gpu = families[(families["accelerator_kind"] == "GPU") & (families["scale"] > 1)]
+    ratio = gpu["accelerators"].astype(float) / float(scale)
+    near = gpu[(ratio >= 1 / float(factor) - 1e-9) & (ratio <= float(factor) + 1e-9)]
+    return near.sort_values(["round", "accelerators", "family"]).reset_index(drop=True)
 
 
-def claims_table(runs: pd.DataFrame, *, scaling: Mapping, nearest_factor: float, what: str = "table") -> dict:
-    """Every claim's prediction in its setting with the interval (the bootstrap band widened by the held-out error),
-    whether a claimed number lies in it, and per claimed GPU count the measured MLPerf GPU families' systems nearest
-    it (within nearest_factor): efficiency by throughput over the family's smallest system, with the batch per GPU
-    there and at the smallest system."""
+def network_label(interconnect: object) -> str:
+    """The inter-node network a system file states, in short ("8x IB HDR", "IB EDR", "100 Gb/s")."""
+    text = str(interconnect)
+    kind = next((f"IB {g}" for g in ("NDR", "HDR", "EDR") if g in text), None)
+    count = re.search(r"Compute:\s*(\d+)\s*x", text)
+    if kind:
+        return f"{count.group(1)}x {kind}" if count else kind
+    speed = re.search(r"host_networking:\s*(\d+)\s*Gbps", text)
+    return f"{speed.group(1)} Gb/s" if speed else "not stated"
+
+
+def claims_table(runs: pd.DataFrame, *, scaling: Mapping, nearest_factor: float, min_scales: int = 2,
+                 what: str = "table") -> dict:  # fmt: skip
+    """Per claimed GPU count, the measured systems of the selection rule (systems_near: MLPerf GPU families of
+    `min_scales` or more GPU counts, within nearest_factor of the count): round and its date, GPUs and the family's
+    smallest, batch per GPU at both, the network, efficiency by throughput per GPU over the smallest system. Then
+    every claim's prediction in its setting with the model's envelope (fit.py), and whether a claimed number lies
+    in it."""
+    mlperf = scaling["mlperf"]
+    dates = mlperf.get("round_dates") or {}
+    families = scale_families(published_runs(runs, mlperf["runs"]), min_scales=int(min_scales))
     claims = claim_predictions(runs, scaling)
+    scales = []
+    for scale in sorted({int(c["workers"]) for c in claims}, reverse=True):
+        near = systems_near(families, scale, float(nearest_factor))
+        systems = [{
+            "family": family_label(families[families["family"] == r.family].sort_values("accelerators"), fitted=0),
+            "round": r.round, "date": str(dates.get(r.round, "")), "submitter": r.submitter,
+            "accelerators": int(r.accelerators), "base_accelerators": int(r.base_accelerators),
+            "batch_per_worker": float(r.batch_per_worker),
+            "base_batch_per_worker": float(r.base_global_batch) / float(r.base_accelerators),
+            "network": network_label(getattr(r, "interconnect", "")),
+            "efficiency": float(r.efficiency_throughput), "run_id": r.run_id,
+        } for r in near.itertuples()]  # fmt: skip
+        scales.append({"scale": scale, "systems": systems})
     rows = []
     for c in claims:
         p = c.get("predicted")
@@ -229,17 +262,4 @@ def claims_table(runs: pd.DataFrame, *, scaling: Mapping, nearest_factor: float,
         rows.append({**{k: c[k] for k in ("claim", "label", "model", "device", "workers", "claimed", "claim_text",
                                           "network_label", "batch_per_worker", "run_id")},
                      "predicted": p, "inside": inside})  # fmt: skip
-    mlperf = scaling["mlperf"]
-    families = scale_families(published_runs(runs, mlperf["runs"]), min_scales=int(mlperf["min_scales"]))
-    scales = []
-    for scale in sorted({int(c["workers"]) for c in claims}, reverse=True):
-        near = nearest_systems(families, scale, float(nearest_factor))
-        systems = [{
-            "family": family_label(families[families["family"] == r.family].sort_values("accelerators"), fitted=0),
-            "round": r.round, "submitter": r.submitter, "accelerators": int(r.accelerators),
-            "base_accelerators": int(r.base_accelerators), "batch_per_worker": float(r.batch_per_worker),
-            "base_batch_per_worker": float(r.base_global_batch) / float(r.base_accelerators),
-            "efficiency": float(r.efficiency_throughput), "run_id": r.run_id,
-        } for r in near.itertuples()]  # fmt: skip
-        scales.append({"scale": scale, "systems": systems})
-    return {"claims": rows, "scales": scales, "nearest_factor": float(nearest_factor)}
+    return {"claims": rows, "scales": scales, "nearest_factor": float(nearest_factor), "min_scales": int(min_scales)}

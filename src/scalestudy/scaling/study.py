@@ -7,11 +7,14 @@ user's what-if come from the same code.
 - Points: per group (model, batch) of a dataset, the 1-GPU run gives one GPU's time per step (batch /
   throughput), the model's trainable parameters give the gradient bytes (sizes.py), and every run its
   efficiency throughput(N) / (N throughput(1)) (derive.scaling).
-- Held out: the fit sees the points up to `fit_max_workers` GPUs; the larger ones are predicted and compared.
+- Fits: bounded by each dataset's hardware (`bounds`), with the envelope of what the data allow (fit.py).
+- Held out: the fit sees the points up to `fit_max_workers` GPUs; the larger ones are predicted and compared, and
+  whether the envelope covered them is counted.
 - Claims: a claim's models on its GPUs, with the one-GPU time per step of TF 2017's single-GPU run of that GPU
   (ResNet-101 has none: its time is interpolated between ResNet-50 and ResNet-152 by forward FLOPs), the
-  overlap fitted on `prediction_fit`, and links at their nominal line rate inside and between nodes (a what-if
-  each); the fits' own link bandwidths are not carried over: they describe their platform's software too.
+  overlap fitted on all points of `prediction_fit` (its envelope's range), and links at their nominal line rate
+  inside and between nodes (a what-if each); the fits' own link bandwidths are not carried over: they describe
+  their platform's software too.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from ..derive import matches, scale_families, scaling, where_mask
 from ..schema import MODELS
 from .cost import Link, Network, hierarchical_allreduce_s
 from .fit import Fit, Point, fit
-from .held_out import HeldOutError, mlperf_error, study_errors, widen
 from .mlperf_check import check_families
 from .sizes import SizeError, gradient_bytes, read_sizes
 
@@ -80,25 +82,30 @@ def points_of(frame: pd.DataFrame) -> list[Point]:
 
 
 def fit_dataset(runs: pd.DataFrame, settings: Mapping, name: str, max_workers: int | None = None):
-    """(Fit on the points up to max_workers GPUs, the dataset's frame, the models left out)."""
+    """(Fit on the points up to max_workers GPUs, all of them when None; the dataset's frame; the models left out)."""
     dataset = settings["datasets"][name]
     frame, skipped = dataset_frame(runs, dataset)
-    limit = int(max_workers or settings["fit_max_workers"])
+    chosen = frame if max_workers is None else frame[frame["workers"] <= int(max_workers)]
+    if "bounds" not in dataset:
+        raise LookupError(f"conf/scaling/default.yaml datasets.{name}.bounds: the links' line rates are not stated")
+    grid = settings.get("envelope") or {}
     fitted = _fit_once(
-        tuple(points_of(frame[frame["workers"] <= limit])),
+        tuple(points_of(chosen)),
         gpus_per_node=int(dataset["gpus_per_node"]),
         intra_latency_us=float(dataset["intra_latency_us"]),
         inter_latency_us=float(dataset["inter_latency_us"]),
-        n_boot=int(settings["bootstrap"]),
-        seed=int(settings["seed"]),
+        bounds=tuple((k, tuple(map(float, v))) for k, v in sorted(dataset["bounds"].items())),
+        level=float(grid.get("level", 0.95)),
+        overlaps=int(grid.get("overlaps", 101)),
+        bandwidths=int(grid.get("bandwidths", 48)),
     )
     return fitted, frame, skipped
 
 
 @functools.lru_cache(maxsize=16)
-def _fit_once(points: tuple[Point, ...], **setting) -> Fit:
+def _fit_once(points: tuple[Point, ...], bounds: tuple, **setting) -> Fit:
     """fit(), once per set of points and setting in a process: figure 7 and table 4 ask for the same fits."""
-    return fit(list(points), **setting)
+    return fit(list(points), bounds=dict(bounds), **setting)
 
 
 def validation(runs: pd.DataFrame, settings: Mapping) -> list[dict]:
@@ -106,7 +113,7 @@ def validation(runs: pd.DataFrame, settings: Mapping) -> list[dict]:
     out = []
     limit = int(settings["fit_max_workers"])
     for name, dataset in settings["datasets"].items():
-        fitted, frame, skipped = fit_dataset(runs, settings, name)
+        fitted, frame, skipped = fit_dataset(runs, settings, name, limit)
         held = []
         for r in frame[frame["workers"] > limit].itertuples():
             p = fitted.predict(int(r.workers), float(r.compute_s), float(r.nbytes))
@@ -121,6 +128,7 @@ def validation(runs: pd.DataFrame, settings: Mapping) -> list[dict]:
                     "low": p["low"],
                     "high": p["high"],
                     "error": p["efficiency"] - float(r.efficiency_speed),
+                    "covered": bool(p["low"] <= float(r.efficiency_speed) <= p["high"]),
                     "run_id": r.run_id,
                 }
             )
@@ -134,7 +142,9 @@ def validation(runs: pd.DataFrame, settings: Mapping) -> list[dict]:
                 "fit_points": fitted.n_points,
                 "fit_workers": sorted(int(w) for w in frame.loc[frame["workers"] <= limit, "workers"].unique()),
                 "residual_rms": fitted.residual_rms,
+                "threshold_rms": fitted.threshold_rms,
                 "parameters": fitted.summary(),
+                "covered": sum(h["covered"] for h in held),
                 "held_out": held,
                 "mean_abs_error": float(errors.mean()) if held else None,
                 "max_abs_error": float(errors.max()) if held else None,
@@ -200,7 +210,7 @@ def predict(
     intra: str,
     network: str,
 ) -> dict[str, float]:
-    """Efficiency [95 % band] at `workers` GPUs, `gpus_per_node` per node, the links `intra` inside a node and
+    """Efficiency [the envelope's range] at `workers` GPUs, `gpus_per_node` per node, the links `intra` inside a node and
     `network` between nodes (settings' networks, at line rate), the overlap as fitted."""
     return fitted.predict(
         int(workers),
@@ -225,7 +235,7 @@ def overlap_needed(
 
 
 # --------------------------------------------------------------------------------------------
-# The held-out error that widens every interval (held_out.py; the rule: settings["held_out_error"])
+# MLPerf's test of the model (section 5), and the claims
 
 
 def mlperf_check(runs: pd.DataFrame, settings: Mapping) -> pd.DataFrame:
@@ -242,30 +252,11 @@ def mlperf_check(runs: pd.DataFrame, settings: Mapping) -> pd.DataFrame:
     return check_families(scale_families(chosen, min_scales=int(cfg["min_scales"])), cfg)
 
 
-def held_out_errors(runs: pd.DataFrame, settings: Mapping, checks: list[dict] | None = None) -> dict:
-    """{test: HeldOutError} of every held-out test the rule names: the study's (validation; `checks` when the
-    caller has them) and MLPerf's, named by its experiment."""
-    errors: dict[str, HeldOutError] = study_errors(validation(runs, settings) if checks is None else checks)
-    named = {t for r in settings["held_out_error"]["ranges"] for t in r["tests"]}
-    mlperf = settings.get("mlperf") or {}
-    test = str((mlperf.get("runs") or {}).get("experiment", ""))
-    if test and test in named:
-        errors[test] = mlperf_error(mlperf_check(runs, settings), test)
-    return errors
-
-
-def widened(p: Mapping, workers: int, settings: Mapping, errors: Mapping[str, HeldOutError]) -> dict:
-    return widen(p, int(workers), errors, settings["held_out_error"])
-
-
-def claim_predictions(
-    runs: pd.DataFrame, settings: Mapping, fitted: Fit | None = None, errors: Mapping | None = None
-) -> list[dict]:
+def claim_predictions(runs: pd.DataFrame, settings: Mapping, fitted: Fit | None = None) -> list[dict]:
     """Every claim's models on its GPUs: claimed efficiency (or words), the model's prediction for each what-if
-    network [95 % band widened by the held-out error], with fp16 compression on one of them, and the overlap needed
-    to reach a number. `fitted`, `errors`: the prediction fit and the held-out errors when the caller has them."""
+    network [the envelope's range], with fp16 compression on one of them, and the overlap needed to reach a number.
+    `fitted`: the prediction fit (all points of `prediction_fit`) when the caller has it."""
     fitted = fitted or fit_dataset(runs, settings, settings["prediction_fit"])[0]
-    errors = held_out_errors(runs, settings) if errors is None else errors
     out = []
     for claim_name, claim in settings["claims"].items():
         for r in published_runs(runs, claim["runs"]).sort_values("model").itertuples():
@@ -298,18 +289,17 @@ def claim_predictions(
                     workers=row["workers"], compute_s=compute_s, gpus_per_node=row["gpus_per_node"], intra=row["intra"]
                 )
 
-                def wide(nbytes, network, common=common):
-                    p = predict(fitted, settings, nbytes=nbytes, network=network, **common)
-                    return widened(p, common["workers"], settings, errors)
+                def ranged(nbytes, network, common=common):
+                    return predict(fitted, settings, nbytes=nbytes, network=network, **common)
 
                 row.update(
                     batch_per_worker=batch,
                     compute_s=compute_s,
                     compute_basis=basis,
                     nbytes=nbytes,
-                    what_ifs={n: wide(nbytes, n) for n in settings["what_ifs"]},
-                    fp16=wide(nbytes / 2, settings["fp16_what_if"]),
-                    predicted=wide(nbytes, claim["network"]),
+                    what_ifs={n: ranged(nbytes, n) for n in settings["what_ifs"]},
+                    fp16=ranged(nbytes / 2, settings["fp16_what_if"]),
+                    predicted=ranged(nbytes, claim["network"]),
                 )
                 setting = Network(
                     network_link(settings, row["intra"]), network_link(settings, row["network"]), row["gpus_per_node"]
