@@ -25,14 +25,15 @@ METHOD_CONSTANTS = {
     "skip 10 steps and average the next 100": "tf_cnn_benchmarks' defaults (num_warmup_batches, num_batches)",
     "batch 64 against 32": "the two batch sizes a ratio compares (configurations)",
     "exceed 100\\,\\%": "the threshold of superlinear efficiency",
-    "rank~0": "a rank's id",
-    "steps 0 to 10": "the logging hook's first interval (it logs every tenth step from step 0)",
+    "rank~0": "a rank's id",    "steps 0 to 10": "the logging hook's first interval (it logs every tenth step from step 0)",
+    "less than 80\\,\\%": "the threshold (four fifths) that systems are counted below, a choice",
+    "the 95\\,\\% F-test region": "the envelope's level (conf/scaling/default.yaml envelope.level), a choice of method",
 }
 COORDINATE = re.compile(
     r"(\s+(to|and)\s+\d+)?[\s~-]*(\\,)?(GPUs?|K80s?|V100s?|P100s?|K40s?|Pascal|servers?|ranks?|CPU|nodes?|hosts?"
     r"|instances|-core|Gbit/s|GB/s)\b"
 )
-VERSIONED = re.compile(r"(Python|TensorFlow|Keras|MXNet|Horovod|MLflow|Hydra|CUDA|PCIe)[~ ]$")
+VERSIONED = re.compile(r"(Python|TensorFlow|Keras|MXNet|Horovod|MLflow|Hydra|CUDA|PCIe|NVLink)[~ ]$")
 ARGUMENTS_NOT_PROSE = [  # commands whose argument is a name, a reference or a file, not prose
     *("texttt", "path", "url", "label", "ref", "eqref", "input", "cite", "IfFileExists", "includegraphics"),
     *("figurefile", "figurecaption", "tablefile", "providecommand", "newcommand", "renewcommand"),

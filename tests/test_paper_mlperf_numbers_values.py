@@ -69,11 +69,18 @@ def test_family_value_of_the_largest_or_a_named_system():
         mlperf_numbers.family_value(runs, **{**dell, "min_scales": 3})
     with pytest.raises(ValueError, match=r"^0 families of v0.7 NVIDIA \(TPU\)$"):
         mlperf_numbers.family_value(runs, **nvidia, column="workers", kind="TPU")
-    with pytest.raises(ValueError, match=r"^no system of 32 accelerators in the v0.7 NVIDIA family$"):
+    with pytest.raises(ValueError, match=r"^0 systems of 32 accelerators in the v0.7 NVIDIA families$"):
         mlperf_numbers.family_value(runs, **nvidia, column="workers", accelerators=32)
     both = pd.concat([runs, mlperf_runs().assign(framework_stated="PyTorch", run_id=lambda t: t["run_id"] + "p")])
     with pytest.raises(ValueError, match=r"^2 families of v0.7 NVIDIA \(GPU\)$"):
         mlperf_numbers.family_value(both, **nvidia, column="workers", kind="GPU")
+    # two families at one count: the system is not one; a word of the accelerator model picks the family
+    with pytest.raises(ValueError, match=r"^2 systems of 512 accelerators in the v0.7 NVIDIA families$"):
+        mlperf_numbers.family_value(both, **nvidia, column="workers", accelerators=512)
+    other = pd.concat([runs, mlperf_runs().assign(accelerator_model="A100-PCIE-40GB", run_id=lambda t: t["run_id"] + "x",
+                                                  per_accelerator=1.0)])  # fmt: skip
+    assert mlperf_numbers.family_value(other, **nvidia, column="efficiency_throughput", accelerators=64,
+                                       accelerator="sxm4") == 0.875  # fmt: skip
 
 
 def test_families_stat_counts_and_extremes():
@@ -92,11 +99,27 @@ def test_families_stat_counts_and_extremes():
     assert stat(runs, stat="min", column="efficiency_throughput", kind="GPU") == 0.75
     assert stat(runs, stat="min", column="efficiency_throughput", at_least=100) == 0.75
     assert stat(runs, stat="min", column="efficiency_throughput", kind="TPU") == 0.8
+    # between 9 and 511 GPUs, larger than their family's smallest: NVIDIA's 64 (Dell's 16 only with two scales)
+    assert stat(runs, stat="systems", kind="GPU", at_least=9, at_most=511, scaled=True) == 1.0
+    assert stat(runs, stat="systems", kind="GPU", at_least=9, at_most=511, scaled=True, min_scales=2) == 2.0
+    assert stat(runs, stat="systems", kind="GPU", at_least=8, at_most=64, min_scales=2) == 4.0  # smallest ones too
+    # the same global batch as the family's smallest: Dell's 16 trains 64 x 16 where its 8 trains 64 x 8, so none;
+    # with Dell's 16 at the 8's global batch (512), one
+    assert stat(runs, stat="systems", at_least=9, scaled=True, same_batch=True, min_scales=2) == 0.0
     # at least 1 accelerator by default: a family of 1, 2 and 4 GPUs counts all three
     small = pd.DataFrame([system("v0.6", "NVIDIA", "V100", "MXNet", n, 900.0, 100.0, f"v{n}") for n in (1, 2, 4)])
     assert stat(small, stat="systems") == 3.0
     with pytest.raises(ValueError, match=r"^stat 'mean': families, systems, min or max$"):
         stat(runs, stat="mean", column="accelerators")
+
+
+def test_families_stat_same_batch_counts_strong_scaling():
+    # Dell's 16 GPUs at its 8's global batch (64 x 8 = 512): the batch per GPU halves, the global batch stays
+    fixed = mlperf_runs()
+    fixed.loc[fixed["run_id"] == "d16", ["global_batch_size", "run_id"]] = [512, "d16-512"]  # a new key: see above
+    stat = mlperf_numbers.families_stat
+    assert stat(fixed, stat="systems", at_least=9, scaled=True, same_batch=True, min_scales=2) == 1.0
+    assert stat(fixed, stat="systems", at_least=9, scaled=True, same_batch=True, min_scales=3) == 0.0
 
 
 def test_model_check_stats_of_the_held_out_table(monkeypatch):
@@ -107,6 +130,7 @@ def test_model_check_stats_of_the_held_out_table(monkeypatch):
         "family": ["a", "a", "b", "b"], "accelerators": [512, 1024, 2048, 4096], "error": [0.10, -0.30, 0.05, 0.0],
         "outside": [0.0, 0.2, 0.01, 0.0], "overlap_min": [0.2, 0.2, 0.1, 0.1], "overlap_max": [0.9, 0.9, 0.6, 0.6],
         "inter_GBps_min": [12.0, 12.0, 3.5, 3.5], "inter_GBps_max": [150.0, 150.0, 190.0, 190.0],
+        "inter_max_GBps": [200.0, 200.0, 400.0, 400.0],
     })  # fmt: skip
     seen = []
 
@@ -118,7 +142,7 @@ def test_model_check_stats_of_the_held_out_table(monkeypatch):
     want = {
         "held_out": 4, "families": 2, "outside": 2, "error_max": 0.30, "error_min": -0.30, "below": 2,
         "overlap_min": 0.1, "overlap_max": 0.9, "inter_min": 3.5, "inter_max": 190.0, "accelerators_max": 4096,
-        "accelerators_min": 512,
+        "accelerators_min": 512, "headroom_min": 200 / 150, "headroom_max": 400 / 3.5,
     }  # fmt: skip
     got = {s: mlperf_numbers.model_check(mlperf_runs(), stat=s) for s in want}
     assert got == pytest.approx(want)
@@ -135,11 +159,14 @@ def test_nearest_gpu_systems_to_a_scale():
     # 512 GPUs: NVIDIA's 512 (the TPU family is no GPU family)
     assert mlperf_numbers.nearest(runs, scale=512, stat="systems") == 1.0
     assert mlperf_numbers.nearest(runs, scale=512, stat="min") == 0.75
-    # 128 GPUs within a factor 2: NVIDIA's 64 (0.875); Dell's 16 only with a factor 8 and two scales
+    # 128 GPUs within a factor 2: NVIDIA's 64 (0.875); within a factor 8 (16 to 1,024) every system of a family of
+    # two or more counts, several per family: NVIDIA's 64 and 512 and Dell's 16 (0.9); not Dell's with three scales
     assert mlperf_numbers.nearest(runs, scale=128, stat="max") == 0.875
     assert mlperf_numbers.nearest(runs, scale=128, stat="max", column="accelerators") == 64.0
-    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, min_scales=2) == 2.0
-    assert mlperf_numbers.nearest(runs, scale=128, stat="max", factor=8.0, min_scales=2) == 0.9  # Dell's 16
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0) == 3.0
+    assert mlperf_numbers.nearest(runs, scale=128, stat="max", factor=8.0) == 0.9  # Dell's 16
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, min_scales=3) == 2.0
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, below=0.88) == 2.0  # 0.875, 0.75
     with pytest.raises(ValueError, match=r"^no GPU family has a system within a factor 2 of 4 GPUs$"):
         mlperf_numbers.nearest(runs, scale=4, stat="systems")  # the 8-GPU systems are their families' smallest
     with pytest.raises(ValueError, match=r"^stat 'median': systems, min or max$"):
