@@ -141,8 +141,7 @@ def draw_scaling_model(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame):
             Line2D([], [], color="black", ls="--", lw=1.1, marker="|", ms=8, mew=0.9),
             Line2D([], [], color="white", marker="*", mfc="gray", mec="black", lw=0, ms=9),
         ]
-        labels = ["measured, fitted", "measured, held out", "model; bars: interval (thin), bootstrap (thick)",
-                  "claimed"]  # fmt: skip
+        labels = ["measured, fitted", "measured, held out", "model, best fit; bars: what the data allow", "claimed"]
         fig.legend(keys, labels, loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, 0.075))
         note = textwrap.fill(" ".join(n for n in notes if n), 118)
         fig.text(0.01, 0.008, note, ha="left", va="bottom", color="dimgray")
