@@ -39,6 +39,8 @@ DELLEMC_SYSTEM = "v0.7/DellEMC/systems/C4140.json"  # "number of nodes"
 TRAILING = "v0.7/Alibaba/systems/n32_pai_eflops.json"  # a trailing comma (line 35)
 HABANA = "v1.1/Intel-HabanaLabs/results/HLS-1H-N2/resnet/result_0.txt"  # blocks only, 69 lines
 HABANA_SYSTEM = "v1.1/Intel-HabanaLabs/systems/HLS-1H-N2.json"
+PCL = "v1.0/PCL/results/CloudBrainII_256_mindspore_close/resnet/result_0.txt"  # a block_start per epoch
+PCL_SYSTEM = "v1.0/PCL/systems/CloudBrainII_256_mindspore_close.json"
 IMAGES = 1281167  # train_samples of every log here
 SECONDS = 1e-9
 
@@ -56,6 +58,8 @@ def files():
         TRAILING,
         HABANA,
         HABANA_SYSTEM,
+        PCL,
+        PCL_SYSTEM,
     )
 
 
@@ -530,6 +534,20 @@ def test_habana_blocks_every_value(files):
         "framework": "result_0.txt:1", "throughput_total": "result_0.txt:68", "throughput_run": "result_0.txt:69",
         "time_total_s": "result_0.txt:69", "time_init_s": "result_0.txt:2", "accuracy_test": "result_0.txt:67",
     }  # fmt: skip
+
+
+def test_pcl_block_starts_of_one_label_are_one_block(files):
+    (rec,) = mp.parse(files[PCL], options())
+    # A block_start per epoch with its block's first_epoch_num (:24, :25 say 1; :28-:31 say 3; ...; :82-:85 say
+    # 39) and one block_stop per block (:26, :32, ..., :86): 11 blocks, 2 + 10 x 4 = 42 epochs (the last
+    # eval_accuracy, :87, says epoch_num 42), each block from its first start: 104.900 s in all (:86
+    # 1622086208549 - :24 1622086103640 less nine 1 ms gaps, stop to next start); :22 train_samples 1277952;
+    # :21 run_start 1622086103638, :88 run_stop 1622086208742. The system file: 32 nodes x 8.
+    assert rec.params["epochs"] == 42 and rec.params["workers"] == 256
+    assert rec.tags["throughput_intervals"] == "11 block_start -> block_stop intervals (may include evaluation)"
+    assert rec.tags["training_seconds"] == "104.900" and rec.tags["source_line"] == "result_0.txt:86"
+    assert rec.metrics["throughput_total"] == pytest.approx(42 * 1277952 / 104.900, rel=SECONDS)
+    assert rec.metrics["throughput_run"] == pytest.approx(42 * 1277952 / 105.104, rel=SECONDS)
 
 
 def test_habana_blocks_that_cannot_be_read(files, tmp_path):

@@ -24,13 +24,14 @@ V05_GOOGLE = "v0.5/v0.5.0/google/cloud_v2.8/resnet-tpuv2-8/results/tpu/resnet/re
 V05_NVIDIA = "v0.5/v0.5.0/nvidia/submission/results/dgx1_ngc18.11_mxnet/resnet/result_0.txt"
 SINIAN = "v0.6/Alibaba/results/sinian/resnet/result_1.txt"
 PCL = "v1.0/PCL/results/CloudBrainII_256_mindspore_close/resnet/result_0.txt"
+PCL_1024 = "v1.0/PCL/results/CloudBrainII_1024_mindspore_close/resnet/result_0.txt"
 SIAT_512 = "v0.7/SIAT/results/modelarts_512_tensorflow_close/resnet/result_0.txt"
 INTEL_SPR = "v2.1/Intel/results/16-nodes-SPR-pytorch/resnet/result_1.txt"
 INTEL_8380H = "v1.0/Intel/results/1-node-8s-8380H-tensorflow/resnet/result_1.txt"
 COREWEAVE = "v3.1/NVIDIA/results/coreweave_hgxh100_n448_ngc23.04_mxnet/resnet/result_0.txt"
 V05_INTEL = "v0.5/v0.5.0/intel/intel_resnet_submission/results/skx_8180_2s_8x/resnet/result_0.txt"
 V05_TPU512 = "v0.5/v0.5.0/google/research_v3.512/resnet-tpuv3-512/results/tpu/resnet/result_0.txt"
-LOGS = (SIAT, TPU32, H100_N64, TINY_RED, TINY_GREEN, GRAPHCORE, V05_GOOGLE, V05_NVIDIA, SINIAN, PCL, SIAT_512,
+LOGS = (SIAT, TPU32, H100_N64, TINY_RED, TINY_GREEN, GRAPHCORE, V05_GOOGLE, V05_NVIDIA, SINIAN, PCL, PCL_1024, SIAT_512,
         INTEL_SPR, INTEL_8380H, COREWEAVE, V05_INTEL, V05_TPU512)  # fmt: skip
 EXACT = 1e-6  # seconds: sums of float stamps round; one interval wrong moves them by a millisecond or more
 
@@ -415,15 +416,36 @@ def test_v05_labels_outside_the_run_are_not_epochs(texts):
 
 
 def test_blocks_of_one_epoch_per_start(texts):
-    # PCL logs one block_start per epoch (:24, :25 ... label 1, 3, ...) and one block_stop per evaluation: each stop
-    # closes the latest start of its label (:25 by :26, :31 by :32 ...): 11 blocks of 1 epoch, 27.802 s (awk); the
-    # earliest open start instead (:24 by :26) would give 465.827 s
+    # PCL writes a block_start per epoch, each with its block's first_epoch_num and epoch_count 1, and one
+    # block_stop per block (before each evaluation): :24, :25 (label 1) closed by :26 (label 1), eval :27 at
+    # epoch_num 2; :28-:31 (label 3) by :32, eval :33 at 6; ... :82-:85 (label 39) by :86, eval :87 at 42: the
+    # starts of one label are one block from the earliest of them, 2 + 10 x 4 = 42 epochs (the last eval label).
+    # Time (ms): (:26 1622086109020 - :24 1622086103640) + (:32 ...118933 - :28 ...109021) + (:38 ...128860 - :34
+    # ...118934) + (:44 ...138799 - :40 ...128861) + (:50 ...148749 - :46 ...138800) + (:56 ...158713 - :52
+    # ...148750) + (:62 ...168684 - :58 ...158714) + (:68 ...178657 - :64 ...168685) + (:74 ...188642 - :70
+    # ...178658) + (:80 ...198622 - :76 ...188642) + (:86 ...208549 - :82 ...198623) = 104.900 s, that is
+    # :86 - :24 = 104.909 s less the nine 1 ms gaps between a stop and the next start. Reading each stop as
+    # closing only the latest start of its label gave 11 blocks of 1 epoch in 27.802 s (the old reading); the
+    # earliest open start whatever its label (:24 by :26, :25 by :32, ...) would give 465.827 s.
     reading = reading_of(texts, PCL)
-    assert (reading.values["epochs"], reading.values["train_window_epochs"]) == (11, 11)
-    assert reading.values["train_time_s"] == pytest.approx(27.802, abs=EXACT) and reading.lines["train_time_s"] == 86
+    assert (reading.values["epochs"], reading.values["train_window_epochs"]) == (42, 42)
+    assert reading.values["train_time_s"] == pytest.approx(104.900, abs=EXACT) and reading.lines["train_time_s"] == 86
+    assert reading.lines["epochs"] == 86 and reading.values["accuracy"] == 0.76088  # :87, at epoch_num 42
     assert reading.basis["train_time_s"] == NO_EVAL and reading.basis["epochs"] == BLOCK_EPOCHS
-    # :19 init_start 1622086048.408, :21 run_start 1622086103.638
+    # :19 init_start 1622086048.408, :21 run_start 1622086103.638, :88 run_stop 1622086208.742
     assert reading.values["time_init_s"] == pytest.approx(1622086103.638 - 1622086048.408, abs=EXACT)
+    assert reading.values["run_time_s"] == pytest.approx(1622086208.742 - 1622086103.638, abs=EXACT)
+
+
+def test_blocks_of_one_epoch_per_start_four_per_block(texts):
+    # PCL's 1,024-accelerator log: 14 labels (1, 5, ..., 53) of 4 block_starts each (:24-:27 closed by :28, ...,
+    # :102-:105 by :106), the last eval :107 at epoch_num 56 = 14 x 4. Time: :106 1621452024.981 - :24
+    # 1621451986.422 = 38.559 s less the gaps stop -> next start (1 ms after :28, :40, :46, :64, :70, :76, :94;
+    # 0 ms after the other six) = 38.552 s
+    reading = reading_of(texts, PCL_1024)
+    assert (reading.values["epochs"], reading.values["train_window_epochs"]) == (56, 56)
+    assert reading.values["train_time_s"] == pytest.approx(38.552, abs=EXACT) and reading.lines["train_time_s"] == 106
+    assert reading.values["accuracy"] == 0.76024 and reading.lines["accuracy"] == 107
 
 
 def test_blocks_whose_stop_names_the_next_block(texts):

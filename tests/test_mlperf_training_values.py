@@ -26,8 +26,12 @@ GRAPHCORE = "v1.1/Graphcore/results/ipu-pod16-TF1/resnet/result_0.txt"
 GRAPHCORE_SYSTEM = "v1.1/Graphcore/systems/ipu-pod16-TF1.json"
 TINY_GREEN = "v4.0/tinycorp/results/tinybox_green/resnet/result_0.txt"
 TINY_GREEN_SYSTEM = "v4.0/tinycorp/systems/tinybox_green.json"
+PCL = "v1.0/PCL/results/CloudBrainII_256_mindspore_close/resnet/result_0.txt"
+PCL_SYSTEM = "v1.0/PCL/systems/CloudBrainII_256_mindspore_close.json"
+PCL_1024 = "v1.0/PCL/results/CloudBrainII_1024_mindspore_close/resnet/result_0.txt"
+PCL_1024_SYSTEM = "v1.0/PCL/systems/CloudBrainII_1024_mindspore_close.json"
 FILES = (SIAT, SIAT_SYSTEM, V05_NVIDIA, V05_NVIDIA_SYSTEM, V05_GOOGLE, V05_GOOGLE_SYSTEM, GRAPHCORE, GRAPHCORE_SYSTEM,
-         TINY_GREEN, TINY_GREEN_SYSTEM)  # fmt: skip
+         TINY_GREEN, TINY_GREEN_SYSTEM, PCL, PCL_SYSTEM, PCL_1024, PCL_1024_SYSTEM)  # fmt: skip
 SECONDS = 1e-6
 
 
@@ -54,6 +58,35 @@ def close(got: dict, want: dict) -> None:
     assert set(got) == set(want)
     for name, value in want.items():
         assert got[name] == pytest.approx(value, rel=1e-8, abs=SECONDS), name  # sums of float stamps round
+
+
+def test_pcl_epochs_and_throughput(corpus):
+    # CloudBrainII_256: a block_start per epoch, one block_stop per 4 (tests/test_mlperf_reading_values.py):
+    # 42 epochs (the last eval_accuracy, :87, is at epoch_num 42) of :22 train_samples 1277952 images, trained in
+    # 104.900 s of blocks (:24 1622086103.640 to :86 1622086208.549 less nine 1 ms gaps between blocks); :21
+    # run_start 1622086103.638, :88 run_stop 1622086208.742; the system file: 32 nodes x 8 "Ascend 910 Pro A".
+    # Read before as 11 epochs in 27.802 s: throughput_run 133,748 img/s (4x low), throughput_total 505,628.
+    rec = record_of(corpus, PCL)
+    images, train_s, run_s = 42 * 1277952, 104.900, 1622086208.742 - 1622086103.638
+    assert rec.params["epochs"] == 42 and rec.params["workers"] == 256 and rec.params["batch_per_worker"] == 32
+    close(
+        {k: v for k, v in rec.metrics.items() if k.startswith(("throughput", "time_train"))},
+        {
+            "time_train_s": train_s,
+            "throughput_total": images / train_s,  # 511,668 img/s
+            "throughput_per_worker": images / train_s / 256,  # 1,998.7
+            "throughput_run": images / run_s,  # 510,675
+        },
+    )
+    assert rec.metrics["throughput_total"] == pytest.approx(511668.1, abs=0.1)
+    # CloudBrainII_1024: 14 blocks of 4 starts, 56 epochs (last eval :107 at epoch_num 56) in 38.552 s of blocks;
+    # :21 run_start 1621451986.421, :108 run_stop 1621452025.174; 128 nodes x 8. Read before as 14 epochs.
+    rec = record_of(corpus, PCL_1024)
+    images, train_s, run_s = 56 * 1277952, 38.552, 1621452025.174 - 1621451986.421
+    assert rec.params["epochs"] == 56 and rec.params["workers"] == 1024
+    assert rec.metrics["throughput_total"] == pytest.approx(images / train_s, rel=1e-8)  # 1,856,332 img/s
+    assert rec.metrics["throughput_run"] == pytest.approx(images / run_s, rel=1e-8)  # 1,846,704
+    assert rec.metrics["throughput_per_worker"] == pytest.approx(images / train_s / 1024, rel=1e-8)  # 1,812.8
 
 
 def test_systems_json_run_every_field(corpus):

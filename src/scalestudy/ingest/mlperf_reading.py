@@ -10,6 +10,10 @@ number keeps the log line it was read from, and each choice between readings is 
 - epochs: completed epoch_start/epoch_stop pairs in time order; block-only logs: the sum of the closed blocks'
   epoch_count; v0.5 and v0.6 Alibaba: max - min + 1 of the train_epoch markers and eval epoch labels between
   run_start and run_stop;
+- blocks: each block_stop closes the open block_starts of its first_epoch_num (else the earliest open one): one
+  block from the earliest of them, whose epoch_count is the sum of theirs (v1.0 PCL writes a block_start per epoch
+  with the block's first_epoch_num and epoch_count 1, and one block_stop per block: 42 and 56 epochs, as their last
+  eval labels say);
 - training time (train_time_basis): `blocks` where the closed blocks nest the epochs (or there are no epochs):
   sum of the blocks minus the evaluations inside them; `epochs` for other logs with epochs: sum of the epoch
   intervals; `train_loop` for v0.5 and v0.6 Alibaba: run_stop - train_loop minus the evaluations between.
@@ -64,9 +68,17 @@ def _intervals(starts: list[Event], stops: list[Event]) -> list[tuple[Event, Eve
     return pairs
 
 
+def _epoch_count(start: Event) -> int:
+    count = start.meta.get("epoch_count")
+    return int(count) if isinstance(count, (int, float)) else 0
+
+
 def _blocks(keyed: dict[str, list[Event]]) -> list[tuple[Event, Event, int]]:
     """Closed blocks (start, stop, epoch_count), paired by first_epoch_num (v0.6 TPU logs write the next
-    block_start before the previous block_stop), else in time order (Intel SPR's stops all say 1)."""
+    block_start before the previous block_stop), else in time order (Intel SPR's stops all say 1). The open
+    block_starts that share the stop's first_epoch_num are one block (PCL writes a block_start per epoch, each
+    with the block's first_epoch_num and epoch_count 1, and one block_stop per block): from the earliest of them
+    to the stop, its epoch_count the sum of theirs."""
     open_: list[Event] = []
     closed = []
     merged = sorted(
@@ -78,13 +90,13 @@ def _blocks(keyed: dict[str, list[Event]]) -> list[tuple[Event, Event, int]]:
             open_.append(event)
             continue
         label = event.meta.get("first_epoch_num")
-        match = next((s for s in reversed(open_) if s.meta.get("first_epoch_num") == label), None)
-        match = match or (open_[0] if open_ else None)
-        if match is None:
+        group = [s for s in open_ if s.meta.get("first_epoch_num") == label]
+        group = group or open_[:1]
+        if not group:
             continue
-        open_.remove(match)
-        count = match.meta.get("epoch_count")
-        closed.append((match, event, int(count) if isinstance(count, (int, float)) else 0))
+        for start in group:
+            open_.remove(start)
+        closed.append((group[0], event, sum(_epoch_count(s) for s in group)))
     return closed
 
 

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from ..derive import where_mask
-from ..schema import SOURCES
+from ..schema import NUMERIC_PARAMS, SOURCES
 from ..ui.links import runs_view, sidecar_entry
 
 
@@ -51,7 +51,25 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
     if chosen.empty:
         filters = {src: (selection or {}).get(src) for src in wanted}
         raise EmptySelection(f"{what}: no run matches the filter {filters} (source={source})")
-    return chosen.reset_index(drop=True)
+    return whole_numbers(chosen.reset_index(drop=True))
+
+
+def whole_numbers(chosen: pd.DataFrame) -> pd.DataFrame:
+    """`chosen` with each integer param (schema.NUMERIC_PARAMS: workers, batch_per_worker, epochs, ...) as int64
+    where every chosen run states a whole number. The tidy table reads these params with pd.to_numeric over the
+    whole store, so a run of another dataset that states none (NaN) turns the column to float: a figure would
+    write `"workers": 1.0` from a store holding every dataset and `"workers": 1` from one holding its own. Decided
+    here, from the runs a figure, table or number draws, every published file is the same whatever else the store
+    holds. A column with a run that states none stays float (NaN), in every store alike."""
+    out = chosen
+    for column in NUMERIC_PARAMS:
+        if column not in out.columns or not pd.api.types.is_float_dtype(out[column]):
+            continue
+        values = out[column]
+        if values.notna().all() and (values == values.round()).all():
+            out = out.copy() if out is chosen else out
+            out[column] = values.astype("int64")
+    return out
 
 
 def contributing(chosen: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:

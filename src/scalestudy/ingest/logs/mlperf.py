@@ -15,7 +15,8 @@ The file may be a whole job's output (shell trace, launcher and framework lines 
 - throughput_run: over the whole timed run, as MLPerf's time to train counts it: epochs x train_samples /
   (run_stop - run_start); time_total_s = run_stop - run_start; time_init_s = run_start - first init_start.
 - epochs: the number of epochs that ended (epoch_stop lines, whatever the first epoch's number), or the sum of
-  the finished blocks' epoch_count.
+  the finished blocks' epoch_count. Consecutive block_starts of one first_epoch_num are one block, from the first
+  (v1.0 PCL writes one per epoch, epoch_count 1 each, and one block_stop per block).
 - Facts beside the log: the system description `<submitter>/systems/<system>.json` of the standard layout
   (mlperf_system.py) gives the accelerators (`number_of_nodes` x `accelerators_per_node`), the device
   (`accelerator_model_name`) and the framework (with the frameworks the log's text names: see _framework); the
@@ -59,7 +60,7 @@ class _Log:
     epochs: list[tuple[int, int, int]] = field(default_factory=list)  # (start ms, stop ms, stop line)
     blocks: list[tuple[int, int, int, int]] = field(default_factory=list)  # (start ms, stop ms, epochs, line)
     open_epoch: tuple[int, int] | None = None  # (start ms, line)
-    open_block: tuple[int, int, int] | None = None  # (start ms, epoch_count, line)
+    open_block: tuple[int, int, int, object] | None = None  # (start ms, epoch_count, line, first_epoch_num)
     stray_stops: list[int] = field(default_factory=list)  # lines of block_stops that close no block_start
     stop_status: str | None = None
     n_lines: int = 0
@@ -88,7 +89,13 @@ def _scan(path: Path, lines: Sequence[str]) -> _Log:
             log.open_epoch = None
         elif key == "block_start":
             count = meta.get("epoch_count")
-            log.open_block = (ms, int(count) if isinstance(count, (int, float)) else 0, number)
+            count = int(count) if isinstance(count, (int, float)) else 0
+            label = meta.get("first_epoch_num")
+            if log.open_block is not None and label is not None and log.open_block[3] == label:
+                # v1.0 PCL: a block_start per epoch, each with its block's label: one block from the first
+                log.open_block = (log.open_block[0], log.open_block[1] + count, log.open_block[2], label)
+            else:
+                log.open_block = (ms, count, number, label)
         elif key == "block_stop":
             if log.open_block is None:  # Intel's SPR logs: one block_start, a block_stop per evaluation
                 log.stray_stops.append(number)
