@@ -92,13 +92,14 @@ def series_of(frame: pd.DataFrame, hue: list[str]) -> list[tuple[str, pd.DataFra
     return [(" · ".join(label(c, v) for c, v in zip(hue, key) if not pd.isna(v)), rows) for key, rows in groups]
 
 
-def new_figure(fig_cfg: dict, columns: int) -> tuple[plt.Figure, np.ndarray]:
-    """A figure of `columns` panels, as wide as the printed text; the legend goes below the panels."""
+def new_figure(fig_cfg: dict, columns: int, rows: int = 1) -> tuple[plt.Figure, np.ndarray]:
+    """A figure of `columns` panels (in `rows` rows: then the axes as rows x columns), as wide as the printed
+    text; the legend goes below the panels."""
     height = setting(fig_cfg, "height", 2.9)
-    fig, axes = plt.subplots(1, columns, figsize=(PRINT_WIDTH_IN, height), squeeze=False, layout="constrained",
+    fig, axes = plt.subplots(rows, columns, figsize=(PRINT_WIDTH_IN, height), squeeze=False, layout="constrained",
                              sharey=bool(fig_cfg["plot"].get("sharey", False)))  # fmt: skip
     fig.suptitle(fig_cfg["title"])
-    return fig, axes[0]
+    return fig, axes[0] if rows == 1 else axes
 
 
 def legend_below(fig: plt.Figure, entries: dict) -> None:
