@@ -136,8 +136,8 @@ def test_efficiency_at_scale_frame():
 
 
 def test_efficiency_at_scale_series_lines_and_kinds():
-    """Every series name and line by hand: GPU, TPU and other MLPerf families; TF 2017 and HackSA points by speed
-    (not their 1-GPU base); a stated efficiency; a claim in words (no value, an empty line)."""
+    """Every series name and line by hand: GPU, TPU and IPU MLPerf families, one series per kind; TF 2017 and
+    HackSA points by speed (not their 1-GPU base); a stated efficiency; a claim in words (no value, an empty line)."""
     tf = {"experiment": "tf-benchmarks-2017", "model": "resnet50", "device": "K80", "data": "synthetic",
           "batch_per_worker": 64, "variable_update": "replicated", "platform": "aws"}  # fmt: skip
     runs = pd.DataFrame([
@@ -151,13 +151,22 @@ def test_efficiency_at_scale_series_lines_and_kinds():
         {"experiment": "malik-2018", "model": "alexnet", "workers": 256, "platform": "q", "run_id": "m2"},
     ])  # fmt: skip
     frame = derive.efficiency_at_scale(runs)
-    columns = ["accelerators", "efficiency", "series", "line", "experiment", "claim_workers", "run_id"]
+    columns = [
+        "accelerators",
+        "efficiency",
+        "series",
+        "line",
+        "experiment",
+        "claim_workers",
+        "accelerator_kind",
+        "run_id",
+    ]
     assert list(frame.columns) == columns and list(frame.index) == list(range(len(frame)))  # one row per point
     assert frame["efficiency"].dtype == np.float64  # the claim's missing value is NaN, not None
     series = frame.groupby("series", sort=True)["accelerators"].apply(list).to_dict()
     assert series == {
         "MLPerf families, GPU": [8, 64, 512], "MLPerf families, TPU": [16, 32, 64],
-        "MLPerf families, other accelerators": [16, 32, 64],  # IPU: neither GPU nor TPU
+        "MLPerf families, IPU": [16, 32, 64],  # each kind its own series (its colour: style.KIND_STYLES)
         "TF 2017 distributed (K80), by speed": [2, 8],  # its 1-GPU run is the base, not a point
         "claim": [256],
     }  # fmt: skip
@@ -169,10 +178,13 @@ def test_efficiency_at_scale_series_lines_and_kinds():
     claim = frame[frame["series"] == "claim"].iloc[0]  # one line for the claim, at its largest GPU count
     assert (claim["line"], claim["claim_workers"], claim["experiment"]) == ("", 256, "malik-2018")
     assert np.isnan(claim["efficiency"])
+    kinds = frame.groupby("series")["accelerator_kind"].unique().map(list).to_dict()  # the MLPerf rows' kind only
+    assert {k: [str(v) for v in vs] for k, vs in kinds.items()} == {
+        "MLPerf families, GPU": ["GPU"], "MLPerf families, TPU": ["TPU"], "MLPerf families, IPU": ["IPU"],
+        "TF 2017 distributed (K80), by speed": ["nan"], "claim": ["nan"]}  # fmt: skip
     # no efficiency_published column at all (no stated source chosen), on any index: no stated rows
     some = runs.iloc[3:9].set_axis(range(100, 106))
-    assert set(derive.efficiency_at_scale(some)["series"]) == {"MLPerf families, TPU",
-                                                               "MLPerf families, other accelerators"}  # fmt: skip
+    assert set(derive.efficiency_at_scale(some)["series"]) == {"MLPerf families, TPU", "MLPerf families, IPU"}
     assert list(derive.efficiency_at_scale(runs.iloc[:0]).columns) == columns
     # a claim alone: every column, its value NaN
     alone = derive.efficiency_at_scale(runs[runs["experiment"] == "malik-2018"])

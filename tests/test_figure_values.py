@@ -190,7 +190,36 @@ def test_figure5_plots_throughput_per_gpu_of_finished_runs_by_hand(published_fig
     # the study's cut: the last shuffle-buffer line, 2.inception_v4.err:67, after the start at :32
     assert two[0]["init_end_s"] == pytest.approx(seconds("2019-01-14 12:14:35.010120", "2019-01-14 12:16:24.855508"))
     assert len(two[0]["value"]) == len(two[0]["steps"]) == len(two[0]["elapsed_s"])
-    assert len(spec["points"]) == 13  # 14 finished runs, one of which (16.inception_v4.err) logged no throughput
+    throughput = [p for p in spec["points"] if "steps" in p]
+    assert len(throughput) == 13  # 14 finished runs, one of which (16.inception_v4.err) logged no throughput
+
+
+# 2.inception_v4.err: the logging hook's ten-step intervals of both ranks, in seconds: steps 0 to 10 at :72-73,
+# then steps 10-20 .. 80-90 at :74-75, :80-81, :86-87, :92-93, :98-99, :104-105, :110-111, :116-117
+INCEPTION4_2_FIRST = (15.390, 15.378)
+INCEPTION4_2_LATER = [(6.534, 6.534), (6.538, 6.539), (6.560, 6.560), (6.588, 6.588), (6.588, 6.588),
+                      (6.615, 6.615), (6.637, 6.637), (6.639, 6.639)]  # fmt: skip
+INCEPTION4_1_FIRST = 10.923  # 1.inception_v4.err:44 (one rank): global_step = 10 (10.923 sec)
+
+
+def test_figure5_plots_the_logging_hooks_first_and_steady_ten_steps_by_hand(published_figures):
+    """Figure 5's lower row: the first ten-step interval (steps 0 to 10, the ranks' mean) and a steady one (the
+    median of the later intervals' ranks' means) per run: the warm-up the text reads (issue 41)."""
+    points = sidecar(published_figures, "figure-5")["points"]
+    rows = [p for p in points if p.get("panel", "").endswith(" · ten-step intervals")]
+    assert len(rows) == 14  # every finished run, 16.inception_v4.err included (its first interval only)
+    two = plotted(rows, panel="Inception-v4 · ten-step intervals", workers=2)
+    assert len(two) == 1
+    later = sorted(sum(pair) / 2 for pair in INCEPTION4_2_LATER)
+    assert two[0]["first_interval_s"] == pytest.approx(sum(INCEPTION4_2_FIRST) / 2)
+    assert two[0]["steady_interval_s"] == pytest.approx((later[3] + later[4]) / 2)
+    assert two[0]["ratio"] == pytest.approx(sum(INCEPTION4_2_FIRST) / 2 / ((later[3] + later[4]) / 2))
+    one = plotted(rows, panel="Inception-v4 · ten-step intervals", workers=1)
+    assert one[0]["first_interval_s"] == pytest.approx(INCEPTION4_1_FIRST)
+    sixteen = plotted(rows, panel="Inception-v4 · ten-step intervals", workers=16)
+    assert sixteen[0]["steady_interval_s"] is None and sixteen[0]["ratio"] is None
+    # the first interval is the longer one in every run that has both (the text's "several times a steady one")
+    assert all(p["ratio"] > 1 for p in rows if p["ratio"] is not None)
 
 
 def test_figure6_plots_the_keras_tables_by_hand(published_figures):

@@ -326,21 +326,21 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
     """Figure 10(a)'s rows: efficiency by throughput against accelerators, from every source in one frame.
 
     - MLPerf scale families (`scale_families`): efficiency over the family's smallest system, one line per
-      family, series by accelerator kind (GPU, TPU, other);
+      family, a series per accelerator kind (GPU, TPU, IPU, Gaudi, Ascend);
     - the study's measured points (HackSA, TF 2017): efficiency by speed over the 1-GPU run (`scaling`), one line
       per `group`;
     - stated efficiencies (Horovod's documentation: `efficiency_published`) as points; a claim in words without
       a number (Malik et al.) as `claim_workers`, drawn as a vertical line, never as a made-up value.
     `platforms`: where given, the other sources' runs drawn (MLPerf's are all drawn).
-    Columns: accelerators, efficiency, series, line, experiment, claim_workers, run_id (where present)."""
+    Columns: accelerators, efficiency, series, line, experiment, claim_workers, accelerator_kind, run_id (where
+    present)."""
     parts = []
     if platforms is not None:
         runs = runs[(runs["experiment"] == "mlperf-training-resnet") | runs["platform"].isin(list(platforms))]
     fam = scale_families(runs[runs["experiment"] == "mlperf-training-resnet"], min_scales=min_scales)
     if len(fam):
-        kind = fam["accelerator_kind"].map(lambda k: k if k in ("GPU", "TPU") else "other accelerators")
         parts.append(fam.assign(efficiency=fam["efficiency_throughput"],
-                                series="MLPerf families, " + kind, line=fam["family"]))  # fmt: skip
+                                series="MLPerf families, " + fam["accelerator_kind"], line=fam["family"]))  # fmt: skip
     measured = runs[runs["experiment"].isin(["hacksa-2019", "tf-benchmarks-2017"])]
     if len(measured):
         cols = [c for c in group if c in measured.columns]
@@ -360,7 +360,7 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
     if len(words):
         parts.append(words.iloc[:1].assign(claim_workers=words["workers"].max(), efficiency=np.nan,
                                            series="claim", line=""))  # fmt: skip
-    keep = ["accelerators", "efficiency", "series", "line", "experiment", "claim_workers", "run_id"]
+    keep = ["accelerators", "efficiency", "series", "line", "experiment", "claim_workers", "accelerator_kind", "run_id"]
     # every source's GPU count is its `workers` (scale_families' `accelerators` too, as a number)
     parts = [p.assign(accelerators=pd.to_numeric(p["workers"])).reindex(columns=keep) for p in parts]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=keep)

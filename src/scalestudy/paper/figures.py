@@ -47,7 +47,9 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     unit = workers_unit(runs)
     facet = plot["facet"]
     values = sorted(runs[facet].unique(), key=sort_key)
-    fig, axes = new_figure(fig_cfg, len(values))
+    intervals = _intervals_drawn(plot, runs)
+    fig, axes = new_figure(fig_cfg, len(values), rows=2 if intervals else 1)
+    axes, below = (axes[0], axes[1]) if intervals else (axes, None)
     # Runs of one panel are told apart by their rank count, and by framework and source where those differ.
     differ = [c for c in ("framework", "source") if c in runs.columns and runs[c].nunique() > 1]
     kinds = sorted({(r.workers, *(getattr(r, c) for c in differ)) for r in runs.itertuples()}, key=_sort_key_tuple)
@@ -91,8 +93,53 @@ def draw_warmup(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple
     line = {"color": "dimgray", "linewidth": 0.9}
     entries["end of initialisation (the study's cut)"] = plt.Line2D([], [], linestyle=":", **line)
     entries["end of warm-up, MSER-5"] = plt.Line2D([], [], linestyle="--", **line)
+    if intervals:
+        for ax, value in zip(below, values):
+            rows = runs[runs[facet] == value].sort_values(["workers", *differ])
+            kinds = [(r.workers, *(getattr(r, c) for c in differ)) for r in rows.itertuples()]
+            points += _draw_intervals(ax, rows, intervals, [color_of[k] for k in kinds], label(facet, value), unit)
+        marker = {"color": "black", "linestyle": "none", "marker": "o", "markersize": 5}
+        entries[intervals["first_legend"]] = plt.Line2D([], [], **marker)
+        entries[intervals["steady_legend"]] = plt.Line2D([], [], markerfacecolor="white", **marker)
     legend_below(fig, entries)
     return fig, points
+
+
+def _intervals_drawn(plot: dict, runs: pd.DataFrame) -> dict | None:
+    """`plot.intervals` ({first, steady: run columns; ylabel, first_legend, steady_legend}) where a run has them."""
+    spec = plot.get("intervals")
+    if not spec or spec["first"] not in runs.columns or not runs[spec["first"]].notna().any():
+        return None
+    return spec
+
+
+def _draw_intervals(ax, rows: pd.DataFrame, spec: dict, colours: list, panel: str, unit: str) -> list[dict]:
+    """The second row of figure 5: per run, at its GPU count, the logging hook's first ten-step interval (filled)
+    above a steady one (hollow), joined by a thin line, in the run's colour of the row above."""
+    points = []
+    for run, colour in zip(rows.itertuples(), colours):
+        first, steady = getattr(run, spec["first"], math.nan), getattr(run, spec["steady"], math.nan)
+        if math.isnan(first):
+            continue
+        if not math.isnan(steady):
+            ax.plot([run.workers] * 2, [steady, first], color=colour, linewidth=0.9, zorder=2)
+            ax.plot([run.workers], [steady], color=colour, marker="o", markersize=5, markerfacecolor="white", zorder=3)
+        ax.plot([run.workers], [first], color=colour, marker="o", markersize=5, linestyle="none", zorder=3)
+        points.append({
+            "run_id": run.run_id, "series": run.run_name, "panel": f"{panel} · ten-step intervals",
+            "workers": run.workers, "first_interval_s": float(first),
+            "steady_interval_s": None if math.isnan(steady) else float(steady),
+            "ratio": None if math.isnan(steady) else float(first / steady),
+        })  # fmt: skip
+    ax.set_xscale("log", base=2)
+    ticks = sorted({float(w) for w in rows["workers"]})
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xlabel(unit)
+    ax.set_ylabel(spec.get("ylabel", "s per ten steps"))
+    top = max((p["first_interval_s"] for p in points), default=1.0)
+    ax.set_ylim(0, top * 1.12)  # room above the highest marker
+    ax.grid(True, alpha=0.3)
+    return points
 
 
 def _sort_key_tuple(values: tuple) -> list:

@@ -13,7 +13,17 @@ import pandas as pd
 
 from ..derive import matches
 from .formats import label
-from .style import COLORS, LINESTYLES, MARKERS, legend_below, new_figure, series_of, sort_key, workers_unit
+from .style import (
+    LINESTYLES,
+    MARKERS,
+    legend_below,
+    new_figure,
+    series_kind,
+    series_looks,
+    series_of,
+    sort_key,
+    workers_unit,
+)
 
 
 def _panels(table: pd.DataFrame, plot: dict) -> list[tuple[str | None, pd.DataFrame, dict]]:
@@ -77,13 +87,13 @@ def draw_lines(fig_cfg: dict, table: pd.DataFrame, runs: pd.DataFrame) -> tuple[
     several_sources = "source" in table.columns and table["source"].nunique() > 1
     panels = _panels(table, plot)
     fig, axes = new_figure(fig_cfg, len(panels))
-    colour_of, dash_of = _series_styles(table, panels, plot, several_sources)
+    colour_of, marker_of, dash_of = _series_styles(table, runs, panels, plot, several_sources)
     entries: dict = {}
     for ax, (title, part, panel) in zip(axes, panels):
         hue, style_by = _columns_of(plot, panel, several_sources)
         x = panel.get("x", plot["x"])
         part, categories = _on_categories(part, x, panel)
-        lines = _panel_lines(fig_cfg, part, panel, x, (hue, style_by), (colour_of, dash_of))
+        lines = _panel_lines(fig_cfg, part, panel, x, (hue, style_by), (colour_of, marker_of, dash_of))
         _mark_covered(lines, x)
         points += _draw_panel_lines(ax, lines, x, panel, plot, categories, title, entries)
         points += _draw_extra(ax, part, x, hue, plot, panel["y"], colour_of, title)
@@ -106,20 +116,22 @@ def _columns_of(plot: dict, panel: dict, several_sources: bool) -> tuple[list[st
     return hue, style_by
 
 
-def _series_styles(table: pd.DataFrame, panels: list, plot: dict, several_sources: bool) -> tuple[dict, dict]:
-    """One colour per hue value and one line style per style value across the whole figure, so a series looks
-    the same in every panel (numbered in the order the panels first draw them)."""
-    colour_of: dict[str, tuple] = {}
+def _series_styles(table: pd.DataFrame, runs: pd.DataFrame, panels: list, plot: dict, several: bool) -> tuple:
+    """One colour and marker per hue value and one line style per style value across the whole figure, so a
+    series looks the same in every panel (numbered in the order the panels first draw them); a series of one
+    accelerator kind looks as that kind does in every figure (style.series_looks)."""
+    kind_of: dict[str, str | None] = {}
     dash_of: dict[str, int] = {}
     # The figure's own hue first (over all its runs, as before panels could set theirs), where a panel uses it.
     uses_figure_hue = any("hue" not in panel for _, _, panel in panels)
     for _, part, panel in [(None, table, {})] * uses_figure_hue + panels:
-        hue, style_by = _columns_of(plot, panel, several_sources)
-        for name, _ in series_of(part, hue):
-            colour_of.setdefault(name, COLORS[len(colour_of) % len(COLORS)])
+        hue, style_by = _columns_of(plot, panel, several)
+        for name, rows in series_of(part, hue):
+            if name not in kind_of:
+                kind_of[name] = series_kind(rows, runs)
         for name, _ in series_of(part, style_by) if style_by else ():
             dash_of.setdefault(name, len(dash_of))
-    return colour_of, dash_of
+    return (*series_looks(kind_of), dash_of)
 
 
 def _on_categories(part: pd.DataFrame, x: str, panel: dict) -> tuple[pd.DataFrame, list]:
@@ -134,7 +146,7 @@ def _on_categories(part: pd.DataFrame, x: str, panel: dict) -> tuple[pd.DataFram
 def _panel_lines(fig_cfg: dict, part: pd.DataFrame, panel: dict, x: str, columns: tuple, styles: tuple) -> list:
     """[legend, series name, y, rows, style, line name] of every line of a panel: per hue, style and y column;
     `lines_by` splits a series into lines that share its legend entry (one line per MLPerf scale family)."""
-    (hue, style_by), (colour_of, dash_of) = columns, styles
+    (hue, style_by), (colour_of, marker_of, dash_of) = columns, styles
     flag = fig_cfg["plot"].get("flag") or {}
     labels = fig_cfg.get("labels") or {}
     ys = list(panel["y"])
@@ -157,7 +169,7 @@ def _panel_lines(fig_cfg: dict, part: pd.DataFrame, panel: dict, x: str, columns
                 style = {
                     "color": colour_of[hue_name],
                     "linestyle": LINESTYLES[k % len(LINESTYLES)],
-                    "marker": MARKERS[(j if len(ys) > 1 else list(colour_of).index(hue_name)) % len(MARKERS)],
+                    "marker": MARKERS[j % len(MARKERS)] if len(ys) > 1 else marker_of[hue_name],
                 }
                 if style_by and dash_of[style_name] % 2:
                     style["markerfacecolor"] = "white"  # the second style value: hollow markers too
