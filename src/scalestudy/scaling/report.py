@@ -161,12 +161,16 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
 def _fit_numbers(fitted) -> list[tuple[str, float, str]]:
     """A fit's numbers the text quotes: its rms and the envelope's limit, every parameter's best value, range
     and cap, and the least rms at no overlap (how well the data fit the model without it)."""
-    out = [("points", fitted.n_points, "integer"), ("rms", fitted.residual_rms, "percent1"),
-           ("threshold-rms", fitted.threshold_rms, "percent1"), ("overlap-zero-rms", fitted.profile[0.0], "percent1")]
+    out = [
+        ("points", fitted.n_points, "integer"),
+        ("rms", fitted.residual_rms, "percent1"),
+        ("threshold-rms", fitted.threshold_rms, "percent1"),
+        ("overlap-zero-rms", fitted.profile[0.0], "percent1"),
+    ]
     for name, p in fitted.summary().items():
         fmt = "percent0" if name == "overlap" else "figs3"
         out += [(f"{name}-{part}", p[part], fmt) for part in ("value", "low", "high", "cap")]
-    return out  # fmt: skip
+    return out
 
 
 # --------------------------------------------------------------------------------------------
