@@ -225,12 +225,17 @@ def systems_near(families: pd.DataFrame, scale: int, factor: float) -> pd.DataFr
 
 
 def network_label(interconnect: object) -> str:
-    """The inter-node network a system file states, in short ("8x IB HDR", "IB EDR", "100 Gb/s")."""
+    """The inter-node network a system file states, in short ("8x IB HDR", "IB EDR", "100 Gb/s"): the InfiniBand
+    generation of its compute NICs (the `Compute:` part where the file lists storage and management NICs too), with
+    their count where the file states one ("8x ConnectX-6 IB HDR", "4 x ... HDR"; not InfiniBand's link width,
+    "4X EDR"); else the host network's speed."""
     text = str(interconnect)
-    kind = next((f"IB {g}" for g in ("NDR", "HDR", "EDR") if g in text), None)
-    count = re.search(r"Compute:\s*(\d+)\s*x", text)
+    compute = re.search(r"Compute:([^;]*)", text)
+    scope = compute.group(1) if compute else text
+    kind = next((g for g in ("NDR", "HDR", "EDR") if g in scope), None)
     if kind:
-        return f"{count.group(1)}x {kind}" if count else kind
+        count = re.search(rf"(\d+)\s*x\s[^,;+]*?{kind}", scope)  # the count of the NICs of that kind
+        return f"{count.group(1)}x IB {kind}" if count else f"IB {kind}"
     speed = re.search(r"host_networking:\s*(\d+)\s*Gbps", text)
     return f"{speed.group(1)} Gb/s" if speed else "not stated"
 
