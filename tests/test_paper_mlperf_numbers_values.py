@@ -69,11 +69,22 @@ def test_family_value_of_the_largest_or_a_named_system():
         mlperf_numbers.family_value(runs, **{**dell, "min_scales": 3})
     with pytest.raises(ValueError, match=r"^0 families of v0.7 NVIDIA \(TPU\)$"):
         mlperf_numbers.family_value(runs, **nvidia, column="workers", kind="TPU")
-    with pytest.raises(ValueError, match=r"^no system of 32 accelerators in the v0.7 NVIDIA family$"):
+    with pytest.raises(ValueError, match=r"^0 systems of 32 accelerators in the v0.7 NVIDIA families$"):
         mlperf_numbers.family_value(runs, **nvidia, column="workers", accelerators=32)
     both = pd.concat([runs, mlperf_runs().assign(framework_stated="PyTorch", run_id=lambda t: t["run_id"] + "p")])
     with pytest.raises(ValueError, match=r"^2 families of v0.7 NVIDIA \(GPU\)$"):
         mlperf_numbers.family_value(both, **nvidia, column="workers", kind="GPU")
+    with pytest.raises(ValueError, match=r"^2 systems of 512 accelerators in the v0.7 NVIDIA families$"):
+        mlperf_numbers.family_value(both, **nvidia, column="workers", accelerators=512)  # one in each family
+    # a second v0.7 NVIDIA family of other GPU counts (PyTorch: 8, 32, 256 at 1000, 950, 700 per GPU): a count
+    # names the one system, whichever family holds it
+    pytorch = pd.DataFrame([system("v0.7", "NVIDIA", "A100-SXM4-40GB", "PyTorch", n, e, 100.0, f"p{n}")
+                            for n, e in ((8, 1000.0), (32, 950.0), (256, 700.0))])  # fmt: skip
+    two = pd.concat([runs, pytorch], ignore_index=True)
+    assert mlperf_numbers.family_value(two, **nvidia, column="efficiency_throughput", accelerators=256) == 0.7
+    assert mlperf_numbers.family_value(two, **nvidia, column="efficiency_throughput", accelerators=512) == 0.75
+    with pytest.raises(ValueError, match=r"^2 families of v0.7 NVIDIA \(any kind\)$"):  # the largest of which?
+        mlperf_numbers.family_value(two, **nvidia, column="efficiency_throughput")
 
 
 def test_families_stat_counts_and_extremes():
@@ -92,6 +103,15 @@ def test_families_stat_counts_and_extremes():
     assert stat(runs, stat="min", column="efficiency_throughput", kind="GPU") == 0.75
     assert stat(runs, stat="min", column="efficiency_throughput", at_least=100) == 0.75
     assert stat(runs, stat="min", column="efficiency_throughput", kind="TPU") == 0.8
+    # at most: NVIDIA's 8 and 64, Google's 16; scaled: each family's smallest left out (NVIDIA's 64 and 512,
+    # Google's 128 and 1024), whose efficiency is 1 by definition
+    assert stat(runs, stat="systems", at_most=64) == 3.0
+    assert stat(runs, stat="systems", at_least=16, at_most=128) == 3.0  # 64, 16 and 128
+    assert stat(runs, stat="systems", scaled=True) == 4.0
+    assert stat(runs, stat="systems", scaled=True, at_most=128) == 2.0  # 64 and 128
+    assert stat(runs, stat="max", column="efficiency_throughput") == 1.0
+    assert stat(runs, stat="max", column="efficiency_throughput", scaled=True) == 0.9  # Google's 128
+    assert stat(runs, stat="systems", scaled=True, min_scales=2, at_most=16) == 1.0  # Dell's 16 (Google's is a base)
     # at least 1 accelerator by default: a family of 1, 2 and 4 GPUs counts all three
     small = pd.DataFrame([system("v0.6", "NVIDIA", "V100", "MXNet", n, 900.0, 100.0, f"v{n}") for n in (1, 2, 4)])
     assert stat(small, stat="systems") == 3.0
@@ -132,14 +152,21 @@ def test_model_check_stats_of_the_held_out_table(monkeypatch):
 
 def test_nearest_gpu_systems_to_a_scale():
     runs = mlperf_runs()
-    # 512 GPUs: NVIDIA's 512 (the TPU family is no GPU family)
+    # 512 GPUs (256 to 1,024): NVIDIA's 512 (the TPU family is no GPU family)
     assert mlperf_numbers.nearest(runs, scale=512, stat="systems") == 1.0
     assert mlperf_numbers.nearest(runs, scale=512, stat="min") == 0.75
-    # 128 GPUs within a factor 2: NVIDIA's 64 (0.875); Dell's 16 only with a factor 8 and two scales
+    # 128 GPUs within a factor 2 (64 to 256): NVIDIA's 64 (0.875)
     assert mlperf_numbers.nearest(runs, scale=128, stat="max") == 0.875
     assert mlperf_numbers.nearest(runs, scale=128, stat="max", column="accelerators") == 64.0
-    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, min_scales=2) == 2.0
-    assert mlperf_numbers.nearest(runs, scale=128, stat="max", factor=8.0, min_scales=2) == 0.9  # Dell's 16
+    # within a factor 8 (16 to 1,024): every system, not one per family: NVIDIA's 64 and 512, and Dell's 16 (a pair:
+    # a family at the default two scales)
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0) == 3.0
+    assert mlperf_numbers.nearest(runs, scale=128, stat="max", factor=8.0) == 0.9  # Dell's 16
+    assert mlperf_numbers.nearest(runs, scale=128, stat="min", factor=8.0) == 0.75
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, min_scales=3) == 2.0  # no Dell
+    # below: 0.875 and 0.75 are below 0.9, Dell's 0.9 is not below itself
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, below=0.9) == 2.0
+    assert mlperf_numbers.nearest(runs, scale=128, stat="systems", factor=8.0, below=0.8) == 1.0
     with pytest.raises(ValueError, match=r"^no GPU family has a system within a factor 2 of 4 GPUs$"):
         mlperf_numbers.nearest(runs, scale=4, stat="systems")  # the 8-GPU systems are their families' smallest
     with pytest.raises(ValueError, match=r"^stat 'median': systems, min or max$"):
