@@ -1,7 +1,7 @@
 """`python -m scalestudy.scaling predict` (scaling.command_line.predict_command) in the test's own process: every
-line it prints, against values worked out here. The fit, the held-out errors and the prediction are replaced by
-values written out (tests/test_scaling*.py test those); the allreduce times are the cost model's, on links set
-by overrides to round numbers; the gradient size is the committed table's (scaling/gradient_sizes.csv)."""
+line it prints, against values worked out here. The fit and the prediction are replaced by values written out
+(tests/test_scaling*.py test those); the allreduce times are the cost model's, on links set by overrides to round
+numbers; the gradient size is the committed table's (scaling/gradient_sizes.csv)."""
 
 from __future__ import annotations
 
@@ -22,18 +22,16 @@ RESNET50_KERAS_1000 = 25_583_592  # gradient_sizes.csv: resnet50,keras,1000 trai
 
 @pytest.fixture
 def fakes(monkeypatch):
-    calls = {"predict": [], "widened": []}
-    runs, errors = object(), object()
-    fitted = SimpleNamespace(values=np.array([0.1, 0.2, 0.754]))
+    calls = {"predict": []}
+    runs = object()
+    # the envelope's overlaps run from 0.604 to 0.896 (its bandwidths play no part in what is printed)
+    fitted = SimpleNamespace(values=np.array([0.1, 0.2, 0.754]), level=0.9,
+                             envelope=np.array([[0.1, 0.2, 0.7], [5.0, 0.1, 0.604], [0.3, 9.0, 0.896]]))  # fmt: skip
     monkeypatch.setattr(command_line, "_runs", lambda: runs)
 
     def fit_dataset(r, settings, name):
         assert r is runs and name == settings["prediction_fit"] == "hacksa-2019"
         return fitted, None, None
-
-    def held_out_errors(r, settings):
-        assert r is runs
-        return errors
 
     def compute_time(r, settings, device, model, batch):
         calls["compute_time"] = (r is runs, device, model, batch)
@@ -43,17 +41,15 @@ def fakes(monkeypatch):
         assert f is fitted
         calls["predict"].append(kw)
         n = kw["workers"]
-        return {"efficiency": 1 - n / 100, "bootstrap_low": 0.5 + n / 1000, "bootstrap_high": 0.9 + n / 1000}
+        return {"efficiency": 1 - n / 100, "low": 0.9 - n / 100, "high": 1 - n / 200}
 
-    def widened(e, n, settings, errs):
-        assert errs is errors
-        calls["widened"].append(n)
-        return {**e, "low": e["efficiency"] - 0.05, "high": e["efficiency"] + 0.01}
-
-    for name, fake in [("fit_dataset", fit_dataset), ("held_out_errors", held_out_errors),
-                       ("compute_time", compute_time), ("predict", predict), ("widened", widened)]:  # fmt: skip
+    for name, fake in [("fit_dataset", fit_dataset), ("compute_time", compute_time), ("predict", predict)]:
         monkeypatch.setattr(study, name, fake)
     return calls
+
+
+ENVELOPE_NOTE = ("  envelope: what the fitted points allow inside the hardware's bounds (90 % F-test region, "
+                 "conf/scaling/default.yaml envelope); not a calibrated prediction interval")  # fmt: skip
 
 
 def test_predict_prints_every_number_by_hand(fakes, capsys):
@@ -69,19 +65,20 @@ def test_predict_prints_every_number_by_hand(fakes, capsys):
         f"{LABELS['ethernet-25g']} between nodes (line rate), fp16 compression",
         "  one GPU: 200.0 ms per step (given); gradients 51.2 MB per step",
         "  allreduce: 8.3 ms inside a node + 53.2 ms between nodes = 61.4 ms",
-        "  overlap fitted on hacksa-2019: 0.75",
+        "  overlap fitted on hacksa-2019: 0.75 (the data allow 0.60 to 0.90)",  # the envelope's least and most
     ]
-    assert "interval: the bootstrap's 95 % band widened by the model's held-out error" in out.out
+    assert out.out.splitlines()[4:8] == ["", ENVELOPE_NOTE, "", f"  {'GPUs':>5}  {'efficiency':>10}  "
+                                         f"{'envelope':>13}  {'images/s':>10}"]  # the fit's level  # fmt: skip
     rows = out.out.splitlines()[-5:]
-    assert rows[0].split() == ["GPUs", "efficiency", "interval", "bootstrap", "images/s"]
+    assert rows[0].split() == ["GPUs", "efficiency", "envelope", "images/s"]
     # 1, 2, 4 (the powers of two up to 6) and 6 itself; images/s = n x 50 / 0.2 x efficiency
-    assert [r.split() for r in rows[1:]] == [
-        ["1", "0.990", "0.940..1.000", "0.501..0.901", "248"],
-        ["2", "0.980", "0.930..0.990", "0.502..0.902", "490"],
-        ["4", "0.960", "0.910..0.970", "0.504..0.904", "960"],
-        ["6", "0.940", "0.890..0.950", "0.506..0.906", "1410"],
+    assert rows[1:] == [
+        "      1       0.990   0.890..0.995          248",
+        "      2       0.980   0.880..0.990          490",
+        "      4       0.960   0.860..0.980          960",
+        "      6       0.940   0.840..0.970         1410",
     ]
-    assert fakes["widened"] == [1, 2, 4, 6]
+    assert [c["workers"] for c in fakes["predict"]] == [1, 2, 4, 6]
     assert fakes["predict"][3] == {"workers": 6, "compute_s": 0.2, "nbytes": RESNET50_KERAS_1000 * 2.0,
                                    "gpus_per_node": 4, "intra": "pcie3", "network": "ethernet-25g"}  # fmt: skip
     assert "compute_time" not in fakes  # a throughput given: no published run asked
@@ -124,15 +121,20 @@ def test_predict_across_nodes_with_the_classes_given(fakes, capsys):
     # inside (8 GPUs, 10 GB/s, 0.1 ms): 2 * 7/8 * 537.206056e6 / 1e10 + 2 * 7 * 1e-4 = 95.41106 ms;
     # between the 2 nodes (1 GB/s, 1 ms): 2 * 1/2 * 537.206056e6 / 1e9 + 2 * 1e-3 = 539.206056 ms
     assert out[2] == "  allreduce: 95.4 ms inside a node + 539.2 ms between nodes = 634.6 ms"
-    assert out[4:6] == ["", "  interval: the bootstrap's 95 % band widened by the model's held-out error "
-                            "(conf/scaling/default.yaml held_out_error); no bound"]  # fmt: skip
+    assert out[4:6] == ["", ENVELOPE_NOTE]
+    assert [r.split()[0] for r in out[-5:]] == ["1", "2", "4", "8", "16"]  # 16 is a power of two: not twice
 
 
 def test_settings_take_values_with_an_equals_sign_and_resolve_interpolations():
-    settings = command_line.load_settings(["model=a=b", "seed=${fit_max_workers}"])
+    settings = command_line.load_settings(["model=a=b", "fit_max_workers=${envelope.overlaps}"])
     assert settings["predict"]["model"] == "a=b"  # split at the first "=" only
-    assert settings["seed"] == settings["fit_max_workers"] == 16  # conf/scaling/default.yaml's
+    assert settings["fit_max_workers"] == settings["envelope"]["overlaps"] == 101  # conf/scaling/default.yaml's
+    # a dotted key sets one value of the envelope, the others stay
+    level = command_line.load_settings(["envelope.level=0.9"])["envelope"]
+    assert level == {"level": 0.9, "overlaps": 101, "bandwidths": 48}
     with pytest.raises(ValueError) as err:
         command_line.load_settings(["nope=1"])
     assert str(err.value).startswith("unknown key 'nope' (known: model, ")
-    assert str(err.value).endswith(", bootstrap, seed, fit_max_workers, prediction_fit)")
+    assert str(err.value).endswith(", throughput_1gpu, fit_max_workers, prediction_fit, envelope.level)")
+    with pytest.raises(ValueError, match=r"^unknown key 'seed'"):  # the bootstrap's settings are gone
+        command_line.load_settings(["seed=1"])

@@ -119,9 +119,7 @@ def predict_command(args: list[str]) -> int:
             network=str(p["network"]),
         )
         rate = n * int(p["batch_per_worker"]) / compute_s * e["efficiency"]
-        print(
-            f"  {n:>5}  {e['efficiency']:>10.3f}  {e['low']:>6.3f}..{e['high']:<6.3f}  {rate:>10.0f}"
-        )
+        print(f"  {n:>5}  {e['efficiency']:>10.3f}  {e['low']:>6.3f}..{e['high']:<6.3f}  {rate:>10.0f}")
     return 0
 
 

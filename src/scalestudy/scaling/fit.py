@@ -137,11 +137,14 @@ def fit(
     multi = [p for p in points if p.workers > 1]
     if len(multi) <= len(PARAMS):
         raise ValueError(f"{len(multi)} multi-GPU points cannot bound {len(PARAMS)} parameters (need more)")
-    limits = {"intra_GBps": tuple(map(float, bounds["intra_GBps"])), "inter_GBps": tuple(map(float, bounds["inter_GBps"])),
-              "overlap": (0.0, 1.0)}  # fmt: skip
-    for name, (floor, cap) in limits.items():
-        if not 0 <= floor < cap:
-            raise ValueError(f"bounds.{name}: [{floor}, {cap}] is not a range of non-negative numbers")
+    missing = [name for name in PARAMS[:2] if name not in bounds]
+    if missing:
+        raise ValueError(f"bounds: no {' or '.join(missing)} ([floor, cap] in GB/s)")
+    limits = {name: tuple(map(float, bounds[name])) for name in PARAMS[:2]} | {"overlap": (0.0, 1.0)}
+    for name in PARAMS[:2]:  # searched log-spaced: a floor above 0, a finite cap above it
+        floor, cap = limits[name]
+        if not 0 < floor < cap < np.inf:
+            raise ValueError(f"bounds.{name}: [{floor:g}, {cap:g}] is not a range of bandwidths (0 < floor < cap)")
     observed = np.array([p.efficiency for p in multi])
     lat_intra, lat_inter = intra_latency_us * 1e-6, inter_latency_us * 1e-6
     axes = (np.linspace(0.0, 1.0, int(overlaps)), np.geomspace(*limits["inter_GBps"], int(bandwidths)),

@@ -161,12 +161,16 @@ def scaling_table(runs: pd.DataFrame, *, scaling: Mapping, what: str = "table") 
 def _fit_numbers(fitted) -> list[tuple[str, float, str]]:
     """A fit's numbers the text quotes: its rms and the envelope's limit, every parameter's best value, range
     and cap, and the least rms at no overlap (how well the data fit the model without it)."""
-    out = [("points", fitted.n_points, "integer"), ("rms", fitted.residual_rms, "percent1"),
-           ("threshold-rms", fitted.threshold_rms, "percent1"), ("overlap-zero-rms", fitted.profile[0.0], "percent1")]
+    out = [
+        ("points", fitted.n_points, "integer"),
+        ("rms", fitted.residual_rms, "percent1"),
+        ("threshold-rms", fitted.threshold_rms, "percent1"),
+        ("overlap-zero-rms", fitted.profile[0.0], "percent1"),
+    ]
     for name, p in fitted.summary().items():
         fmt = "percent0" if name == "overlap" else "figs3"
         out += [(f"{name}-{part}", p[part], fmt) for part in ("value", "low", "high", "cap")]
-    return out  # fmt: skip
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,12 +225,17 @@ def systems_near(families: pd.DataFrame, scale: int, factor: float) -> pd.DataFr
 
 
 def network_label(interconnect: object) -> str:
-    """The inter-node network a system file states, in short ("8x IB HDR", "IB EDR", "100 Gb/s")."""
+    """The inter-node network a system file states, in short ("8x IB HDR", "IB EDR", "100 Gb/s"): the InfiniBand
+    generation of its compute NICs (the `Compute:` part where the file lists storage and management NICs too), with
+    their count where the file states one ("8x ConnectX-6 IB HDR", "4 x ... HDR"; not InfiniBand's link width,
+    "4X EDR"); else the host network's speed."""
     text = str(interconnect)
-    kind = next((f"IB {g}" for g in ("NDR", "HDR", "EDR") if g in text), None)
-    count = re.search(r"Compute:\s*(\d+)\s*x", text)
+    compute = re.search(r"Compute:([^;]*)", text)
+    scope = compute.group(1) if compute else text
+    kind = next((g for g in ("NDR", "HDR", "EDR") if g in scope), None)
     if kind:
-        return f"{count.group(1)}x {kind}" if count else kind
+        count = re.search(rf"(\d+)\s*x\s[^,;+]*?{kind}", scope)  # the count of the NICs of that kind
+        return f"{count.group(1)}x IB {kind}" if count else f"IB {kind}"
     speed = re.search(r"host_networking:\s*(\d+)\s*Gbps", text)
     return f"{speed.group(1)} Gb/s" if speed else "not stated"
 

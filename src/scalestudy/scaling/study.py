@@ -210,8 +210,8 @@ def predict(
     intra: str,
     network: str,
 ) -> dict[str, float]:
-    """Efficiency [the envelope's range] at `workers` GPUs, `gpus_per_node` per node, the links `intra` inside a node and
-    `network` between nodes (settings' networks, at line rate), the overlap as fitted."""
+    """Efficiency [the envelope's range] at `workers` GPUs, `gpus_per_node` per node, the links `intra` inside a node
+    and `network` between nodes (settings' networks, at line rate), the overlap as fitted."""
     return fitted.predict(
         int(workers),
         compute_s,
