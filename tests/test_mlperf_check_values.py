@@ -61,9 +61,11 @@ def test_check_every_column_below_above_and_inside_the_range():
     table = check(family(measured), HW, 1e8)
     assert list(table.columns) == [
         "family", "accelerators", "batch_per_worker", "measured", "low", "high", "midpoint", "error", "outside",
-        "admissible_pairs", "overlap_min", "overlap_max", "inter_GBps_min", "inter_GBps_max", "run_id"]  # fmt: skip
+        "admissible_pairs", "overlap_min", "overlap_max", "inter_GBps_min", "inter_GBps_max", "inter_max_GBps",
+        "run_id"]  # fmt: skip
     rows = table.set_index("accelerators")
     assert rows["run_id"].to_dict() == {512: "run-512", 1024: "run-1024", 2048: "run-2048"}
+    assert set(rows["inter_max_GBps"]) == {float(HW.inter_max_GBps)}  # the stated bound, beside the fitted range
     assert set(rows["family"]) == {"v9 · X · a100 · mx"} and set(rows["batch_per_worker"]) == {50.0}
     assert rows["measured"].to_dict() == pytest.approx(measured)
     assert rows["midpoint"].to_dict() == pytest.approx({n: (lows[n] + highs[n]) / 2 for n in measured})

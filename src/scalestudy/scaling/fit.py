@@ -10,8 +10,9 @@ dataset's `bounds` in conf/scaling/default.yaml, cited there), the overlap in [0
 most 1 by construction. Least squares inside those bounds on a grid (bandwidths log-spaced, the overlap in steps of
 1/(overlaps - 1)), polished from the grid's best by scipy's least_squares.
 
-What the data allow is the envelope: every grid point whose sum of squared residuals is within the noise of the
-best, SSE <= SSE_min (1 + p/(n - p) F(p, n - p; level)), the F-test region of nonlinear least squares (Beale 1960;
+What the data allow is the envelope: every grid point, and every overlap's best bandwidths (the region's ridge,
+polished, so that a region thinner than a grid step is still found), whose sum of squared residuals is within the
+noise of the best, SSE <= SSE_min (1 + p/(n - p) F(p, n - p; level)), the F-test region of nonlinear least squares (Beale 1960;
 Bates and Watts 1988, section 6.1; p = 3 parameters, n multi-GPU points). A prediction's range is the least and
 the most the envelope's parameter sets predict. It is an envelope, not a calibrated prediction interval: it shows
 what the fitted points leave open, not how far the model is off elsewhere (study.validation tests that on points
@@ -121,6 +122,22 @@ def _grid_sse(points, observed, gpus_per_node, lat_intra, lat_inter, axes) -> np
     return sse
 
 
+def _profile(points, observed, gpus_per_node, lat_intra, lat_inter, axes, sse, low, high):
+    """At each overlap of the grid, the bandwidths that fit best, polished from the grid's best at that overlap: the
+    ridge of the region, which a grid alone can step over where the region is thinner than a grid step. Returns
+    ([(parameters, sse)], {overlap: least sse})."""
+    ridge, profile = [], {}
+    for a, overlap in enumerate(axes[0]):
+        b, c = np.unravel_index(np.argmin(sse[a]), sse[a].shape)
+        start = np.clip([np.log(axes[2][c]), np.log(axes[1][b])], low, high)
+        residual = lambda x, o=overlap: _model([*x, o], points, gpus_per_node, lat_intra, lat_inter) - observed  # noqa: E731
+        result = least_squares(residual, x0=start, bounds=(low, high), method="trf")
+        value = min(float(np.sum(result.fun**2)), float(sse[a].min()))
+        ridge.append((np.array([np.exp(result.x[0]), np.exp(result.x[1]), overlap]), float(np.sum(result.fun**2))))
+        profile[float(overlap)] = value
+    return ridge, profile
+
+
 def fit(
     points: list[Point],
     *,
@@ -159,11 +176,16 @@ def fit(
     best, best_sse = np.array([axes[2][k], axes[1][j], axes[0][i]]), float(sse.min())
     if float(np.sum(result.fun**2)) < best_sse:  # the polish found a better point between the grid's
         best, best_sse = np.array([np.exp(result.x[0]), np.exp(result.x[1]), result.x[2]]), float(np.sum(result.fun**2))
+    ridge, profile = _profile(multi, observed, gpus_per_node, lat_intra, lat_inter, axes, sse, low[:2], high[:2])
+    for r, r_sse in ridge:
+        if r_sse < best_sse:  # the ridge found a better overlap than the polish from the grid's best
+            best, best_sse = r, r_sse
     n, p = len(multi), len(PARAMS)
     threshold = best_sse * (1 + p / (n - p) * f_distribution.ppf(level, p, n - p))
     inside = np.argwhere(sse <= threshold)
-    envelope = np.array([[axes[2][c], axes[1][b], axes[0][a]] for a, b, c in inside] + [list(best)])
-    profile = {round(float(o), 6): float(np.sqrt(sse[m].min() / n)) for m, o in enumerate(axes[0])}
+    envelope = np.array([[axes[2][c], axes[1][b], axes[0][a]] for a, b, c in inside]
+                        + [list(r) for r, r_sse in ridge if r_sse <= threshold] + [list(best)])  # fmt: skip
+    profile = {round(o, 6): float(np.sqrt(v / n)) for o, v in profile.items()}
     return Fit(
         values=best,
         envelope=envelope,

@@ -101,7 +101,7 @@ def check(family: pd.DataFrame, hw: Hardware, nbytes: float, *, held_out_from: i
             "outside": max(0.0, low - measured, measured - high), "admissible_pairs": len(ok),
             "overlap_min": ok["overlap"].min(), "overlap_max": ok["overlap"].max(),
             "inter_GBps_min": ok["inter_GBps"].min(), "inter_GBps_max": ok["inter_GBps"].max(),
-            "inter_max_GBps": hw.inter_max_GBps,
+            "inter_max_GBps": float(hw.inter_max_GBps),
             "run_id": r.get("run_id"),
         })  # fmt: skip
     return pd.DataFrame(rows)
