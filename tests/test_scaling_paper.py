@@ -213,6 +213,17 @@ def test_what_the_mlperf_section_says_in_words_holds(table7):
         assert all(r["base_accelerators"] >= 4 for r in scale["systems"])  # a node: 4 GPUs (Dell) to 16 (DGX-2)
         # "no measured system near the claims' scale shows 90 %"
         assert max(r["efficiency"] for r in scale["systems"]) < 0.9
+    # "H3C's v2.0 family ... trains more epochs on one GPU ... superlinear by time", its throughput speedup not
+    from scalestudy.paper.mlperf_numbers import families_stat, family_value
+
+    mlperf = chosen[chosen["experiment"] == "mlperf-training-resnet"]
+    h3c = {c: family_value(mlperf, round="v2.0", submitter="H3C", accelerator="pcie", accelerators=8, column=c)
+           for c in ("speedup_time_to_train", "speedup_throughput", "scale", "epochs", "base_epochs")}  # fmt: skip
+    assert h3c["speedup_time_to_train"] > h3c["scale"] >= h3c["speedup_throughput"] - 0.1
+    assert h3c["base_epochs"] > h3c["epochs"]
+    # "Near-linear throughput scaling holds within a node": every system of 2 to 8 GPUs keeps at least 90 %
+    assert families_stat(mlperf, stat="min", column="efficiency_throughput", kind="GPU", at_least=2, at_most=8,
+                         scaled=True) >= 0.9  # fmt: skip
     # "The nearest in time to the claims ... December 2018": v0.5 is the earliest round listed
     assert data["scales"][0]["systems"][0]["date"] == "Dec 2018"
     assert min(r["round"] for s in data["scales"] for r in s["systems"]) == "v0.5"
