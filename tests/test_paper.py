@@ -25,7 +25,8 @@ METHOD_CONSTANTS = {
     "skip 10 steps and average the next 100": "tf_cnn_benchmarks' defaults (num_warmup_batches, num_batches)",
     "batch 64 against 32": "the two batch sizes a ratio compares (configurations)",
     "exceed 100\\,\\%": "the threshold of superlinear efficiency",
-    "rank~0": "a rank's id",    "steps 0 to 10": "the logging hook's first interval (it logs every tenth step from step 0)",
+    "rank~0": "a rank's id",
+    "steps 0 to 10": "the logging hook's first interval (it logs every tenth step from step 0)",
     "less than 80\\,\\%": "the threshold (four fifths) that systems are counted below, a choice",
     "the 95\\,\\% F-test region": "the envelope's level (conf/scaling/default.yaml envelope.level), a choice of method",
 }

@@ -77,8 +77,8 @@ def test_family_value_of_the_largest_or_a_named_system():
     # two families at one count: the system is not one; a word of the accelerator model picks the family
     with pytest.raises(ValueError, match=r"^2 systems of 512 accelerators in the v0.7 NVIDIA families$"):
         mlperf_numbers.family_value(both, **nvidia, column="workers", accelerators=512)
-    other = pd.concat([runs, mlperf_runs().assign(accelerator_model="A100-PCIE-40GB", run_id=lambda t: t["run_id"] + "x",
-                                                  per_accelerator=1.0)])  # fmt: skip
+    pcie = mlperf_runs().assign(accelerator_model="A100-PCIE-40GB", run_id=lambda t: t["run_id"] + "x")
+    other = pd.concat([runs, pcie])
     assert mlperf_numbers.family_value(other, **nvidia, column="efficiency_throughput", accelerators=64,
                                        accelerator="sxm4") == 0.875  # fmt: skip
 

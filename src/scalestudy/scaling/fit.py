@@ -12,11 +12,11 @@ most 1 by construction. Least squares inside those bounds on a grid (bandwidths 
 
 What the data allow is the envelope: every grid point, and every overlap's best bandwidths (the region's ridge,
 polished, so that a region thinner than a grid step is still found), whose sum of squared residuals is within the
-noise of the best, SSE <= SSE_min (1 + p/(n - p) F(p, n - p; level)), the F-test region of nonlinear least squares (Beale 1960;
-Bates and Watts 1988, section 6.1; p = 3 parameters, n multi-GPU points). A prediction's range is the least and
-the most the envelope's parameter sets predict. It is an envelope, not a calibrated prediction interval: it shows
-what the fitted points leave open, not how far the model is off elsewhere (study.validation tests that on points
-the fit did not see).
+noise of the best, SSE <= SSE_min (1 + p/(n - p) F(p, n - p; level)), the F-test region of nonlinear least
+squares (Beale 1960; Bates and Watts 1988, section 6.1; p = 3 parameters, n multi-GPU points). A prediction's
+range is the least and the most the envelope's parameter sets predict. It is an envelope, not a calibrated
+prediction interval: it shows what the fitted points leave open, not how far the model is off elsewhere
+(study.validation tests that on points the fit did not see).
 """
 
 from __future__ import annotations
