@@ -278,3 +278,53 @@ def test_a_cache_folder_that_cannot_be_made_is_one_line_naming_it_and_the_remedy
     assert said.startswith(f"cache folder {a_file / 'cache' / 'hacksa-2019' / 'logs'} cannot be made (Not a directory)")
     assert f"set SCALESTUDY_DATA_CACHE to a folder this user can write (now {a_file / 'cache'})" in said
     assert "[Errno" not in said and a_file.read_text() == "not a folder"
+
+
+# ----------------------------------------------------------------------------------------------
+# item 6: a web server answering `{}` to everything is not MLflow; MLflow's "View run" lines are silenced
+
+
+@pytest.fixture
+def answers_empty_json():
+    """A real HTTP server on loopback answering 200 `{}` to every GET and POST, as the issue's probe did."""
+    import http.server
+    import threading
+
+    class Empty(http.server.BaseHTTPRequestHandler):
+        def _answer(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Empty)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_answering_empty_json_to_everything_is_refused_by_what_it_answers(answers_empty_json, monkeypatch):
+    from scalestudy.store.address import StoreError, check_server
+
+    with pytest.raises(StoreError) as refused:
+        check_server(answers_empty_json)
+    said = str(refused.value)
+    assert said.startswith(f"tracking URI {answers_empty_json} answers, but not as an MLflow server")
+    assert "not 404 RESOURCE_DOES_NOT_EXIST" in said and "HTTP 200 '{}'" in said
+
+
+def test_mlflow_is_told_not_to_print_a_view_run_line_per_run(monkeypatch, answers_empty_json):
+    from scalestudy.store.address import StoreError, check_server
+
+    monkeypatch.delenv("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", raising=False)
+    with pytest.raises(StoreError):
+        check_server(answers_empty_json)
+    assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
