@@ -41,6 +41,13 @@ class Answers(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         type(self).paths.append(self.path)
+        if "/experiments/get-by-name?" in self.path:  # as MLflow answers for an experiment that does not exist
+            body = b'{"error_code": "RESOURCE_DOES_NOT_EXIST", "message": "Could not find experiment"}'
+            self.send_response(404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
         self.send_response(type(self).status)
         self.send_header("Content-Length", str(len(type(self).body)))
         self.end_headers()
@@ -68,7 +75,9 @@ def test_an_mlflow_server_passes_the_probe_and_mlflows_retries_are_cut(server):
     uri, handler = server
     handler.body = json.dumps({"experiments": []}).encode()
     assert address.check_server(uri) is None
-    assert handler.paths == [PROBE]  # the trailing "/" of the URI is not doubled
+    assert handler.paths[0] == PROBE  # the trailing "/" of the URI is not doubled
+    # then an experiment that does not exist, which MLflow answers 404 (issue 42: a server answering {} to all)
+    assert handler.paths[1].startswith("/api/2.0/mlflow/experiments/get-by-name?experiment_name=scalestudy-probe-")
     assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "10"  # int(HTTP_TIMEOUT_S), the default 10 s
 
@@ -107,7 +116,8 @@ def test_an_answer_that_is_not_mlflow_json_is_refused(server, body):
 def test_the_probe_keeps_a_path_prefix(server):
     uri, handler = server
     assert address.check_server(uri + "proxiedX/") is None  # an MLflow server behind a proxy's path
-    assert handler.paths == ["/proxiedX" + PROBE]
+    assert handler.paths[0] == "/proxiedX" + PROBE
+    assert handler.paths[1].startswith("/proxiedX/api/2.0/mlflow/experiments/get-by-name?")
 
 
 def test_an_answer_over_1_mib_is_not_read_whole_and_is_refused(server):

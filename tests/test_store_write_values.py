@@ -395,9 +395,20 @@ def test_an_experiment_other_ui_users_may_change_is_refused(empty_store, monkeyp
         sync_experiment("unit", [rec("a", 1, 100.0)], empty_store)
     assert str(err.value) == (
         "experiment 'unit' may be changed by the UI user(s) editor, reader (EDIT or MANAGE on it), not only by this "
-        "project's admin: nothing is written into it; delete it in the UI as admin (or revoke their permission), "
-        "then import again"
+        "project's admin: nothing is written into it; as the UI's admin, revoke their permission on experiment "
+        f"{experiment_id} (POST /api/2.0/mlflow/experiments/permissions/delete with experiment_id and username; "
+        "deleting the experiment keeps its permissions and does not unblock it), then import again"
     )
+    # issue 42: the remedy the line gives is one that unblocks the import; deleting the experiment is not
+    client(empty_store).delete_experiment(experiment_id)
+    with pytest.raises(StoreError, match="may be changed by the UI user"):
+        sync_experiment("unit", [rec("a", 1, 100.0)], empty_store)
+    client(empty_store).restore_experiment(experiment_id)
+    for name in ("editor", "reader"):
+        users.delete_experiment_permission(experiment_id, name)
+    assert other_managers(empty_store, experiment_id) == []
+    for name, permission in (("reader", "MANAGE"), ("editor", "EDIT")):  # as before, for what follows
+        users.create_experiment_permission(experiment_id, name, permission)
     monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "editor")  # the importing user is not another
     assert other_managers(empty_store, experiment_id) == ["reader"]
 

@@ -68,6 +68,18 @@ def cache_dir() -> Path:
     return Path(pooch.os_cache("scalestudy"))
 
 
+def make_cache_folder(folder: Path) -> None:
+    """Make a folder of the cache, or SchemaError naming it, why and what to do (was "[Errno 20] Not a directory")."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SchemaError(
+            f"cache folder {folder} cannot be made ({err.strerror or err}): set {CACHE_ENV} to a folder this user "
+            f"can write (now {os.environ.get(CACHE_ENV) or 'unset: ' + str(cache_dir())}), or {MIRROR_ENV} to a "
+            "folder holding the raw files"
+        ) from None
+
+
 def mirror_dir() -> Path | None:
     """SCALESTUDY_DATA_MIRROR, laid out as <mirror>/<dataset>/<path>; None when unset or empty."""
     value = os.environ.get(MIRROR_ENV, "").strip()
@@ -229,8 +241,8 @@ def _download(raw: RawFile, target: Path, progress: bool = False) -> Path:
     import pooch
 
     pooch.get_logger().setLevel("WARNING")  # our own line says what is fetched
+    make_cache_folder(target.parent)
     print(f"fetching {raw.url} -> {target}", file=sys.stderr)
-    target.parent.mkdir(parents=True, exist_ok=True)
     timeout = download_timeout()
     downloader = pooch.HTTPDownloader(progressbar=progress, timeout=timeout)  # a bar for the large archives
     try:

@@ -21,6 +21,7 @@ from ..files import remove_stale_temporaries
 from ..provenance import git_commit
 from ..store import load_runs, tracking_uri
 from .selection import NoRunsDeclared
+from .sidecars import set_files
 
 GROUPS = ("figure", "table", "numbers")  # what the builder makes: conf/<group>/<group>-N.yaml
 
@@ -76,7 +77,7 @@ def main(argv: list[str]) -> int:
         spec = OmegaConf.to_container(cfg[group], resolve=True)
         spec["tracking_uri"] = uri
         out_dir = Path(cfg.out_dir) / ("figures" if group == "figure" else "tables")
-        remove_stale_temporaries(out_dir)  # left by a build that was killed (SIGKILL) while writing
+        remove_stale_temporaries(out_dir, set_files)  # left by a build that was killed (SIGKILL) while writing
         try:
             written = builders[group](spec, runs, source=cfg.source, out_dir=out_dir, commit=commit)
         except NoRunsDeclared as err:

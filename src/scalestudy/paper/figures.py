@@ -16,14 +16,14 @@ import pandas as pd
 
 from ..config import call
 from ..derive import mser
-from ..files import atomic_files
+from ..files import atomic_files, writing
 from ..store import load_series
 from .checks import caption_problems, figure_problems
 from .formats import label
 from .latex import tex
 from .lines import draw_lines
 from .selection import contributing, run_entries, select_runs, ui_entry
-from .sidecars import json_text
+from .sidecars import FIGURE_FILES, json_text
 from .style import COLORS, STYLE, legend_below, new_figure, sort_key, workers_unit
 
 __all__ = ["COLORS", "build_figure", "draw_lines", "draw_warmup"]
@@ -179,18 +179,22 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
         # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
         "mlflow_ui": ui_entry(name, chosen, fig_cfg["title"]),
     }
-    paths = [out_dir / f"{name}.{ext}" for ext in ("pdf", "png", "json", "caption.tex")]
+    paths = [out_dir / f"{name}.{ext}" for ext in FIGURE_FILES]
     try:
         with atomic_files(*paths) as (pdf, png, json_file, caption_file), plt.rc_context(STYLE):
-            fig.savefig(pdf, format="pdf", metadata=meta_pdf)
-            fig.savefig(png, format="png", dpi=200, metadata=meta_png)
+            with writing(paths[0]):
+                fig.savefig(pdf, format="pdf", metadata=meta_pdf)
+            with writing(paths[1]):
+                fig.savefig(png, format="png", dpi=200, metadata=meta_png)
             # Checked as saved (the layout of the last save), kept in the sidecar: tests/test_figures.py requires
             # none in the paper's figures; a build of other runs warns.
             sidecar["problems"] = figure_problems(fig) + caption_problems(caption)
             for problem in sidecar["problems"]:
                 print(f"warning: {name}: {problem}", file=sys.stderr)
-            json_file.write_text(json_text(sidecar))
-            caption_file.write_text(caption)
+            with writing(paths[2]):
+                json_file.write_text(json_text(sidecar))
+            with writing(paths[3]):
+                caption_file.write_text(caption)
     finally:
         plt.close(fig)
     return paths

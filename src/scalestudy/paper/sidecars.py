@@ -23,3 +23,19 @@ def plain(value):
 
 def json_text(payload) -> str:
     return json.dumps(plain(payload), indent=2, sort_keys=True, default=str) + "\n"
+
+
+FIGURE_FILES = ("pdf", "png", "json", "caption.tex")  # a figure's set: NAME.pdf first, its sidecar NAME.json
+
+
+def set_files(first: str) -> set[str]:
+    """The files of the set whose first file is `first`, as the builders write them: a figure's four
+    (figure-3.pdf: figure-3.{pdf,png,json,caption.tex}); a table's or numbers' LaTeX, sidecar and numbers
+    (table-1.tex: table-1.tex, table-1.json, table-1-numbers.tex). A journal naming anything else is refused
+    (files.journal_pairs)."""
+    stem, dot, ext = first.rpartition(".")
+    if dot and ext == "pdf":
+        return {f"{stem}.{e}" for e in FIGURE_FILES}
+    if dot and ext == "tex":
+        return {f"{stem}.tex", f"{stem}.json", f"{stem}-numbers.tex"}
+    return set()

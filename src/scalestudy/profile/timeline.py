@@ -100,11 +100,12 @@ def _check_event(path: Path, number: int, event: dict) -> None:
     if pid is not None and (isinstance(pid, bool) or not isinstance(pid, int)):
         raise ProfileError(f"{what}: pid {pid!r:.40} is not a whole number")
     for key in ("ts", "dur"):
-        value = event.get(key)
-        if value is None:
+        if key not in event:
             continue
+        value = event[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ProfileError(f"{what}: {key} {value!r:.40} is not a finite number of microseconds")
+            shown = "null" if value is None else f"{value!r:.40}"
+            raise ProfileError(f"{what}: {key} {shown} is not a finite number of microseconds")
 
 
 def read_timeline(path: str | Path) -> tuple[list[Span], dict[int, str], dict]:

@@ -38,21 +38,46 @@ def load_settings(overrides: list[str]) -> dict:
         dotted.append(f"{key}={value}")
     settings = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotted)), resolve=True)
     check_predict(settings["predict"])
+    check_envelope(settings)
     return settings
 
 
-COUNT_KEYS = ("workers", "batch_per_worker", "classes", "gpus_per_node")  # whole numbers >= 1
+# Whole numbers >= 1 and at most: a count beyond these is a typing slip (the largest MLPerf system had 4,320
+# accelerators); unbounded, workers=99999999999999999999999 reached numpy as an object it cannot take the log of.
+COUNT_KEYS = {"workers": 10**7, "batch_per_worker": 10**7, "classes": 10**7, "gpus_per_node": 10**4}
 
 
 def check_predict(p: dict) -> None:
-    """The predict keys that are counts are whole numbers >= 1 and throughput_1gpu a finite rate > 0 (or null);
-    else SchemaError naming the argument (workers=2.5 is not silently 2, throughput_1gpu=-5 not a negative rate)."""
-    from ..schema import POSITIVE, check_count, check_value
+    """The predict keys that are counts are whole numbers in [1, their most], fp16 true or false, and
+    throughput_1gpu a finite rate > 0 (or null); else SchemaError naming the argument (workers=2.5 is not silently
+    2, fp16=maybe not silently true, throughput_1gpu=-5 not a negative rate)."""
+    from ..schema import POSITIVE, SchemaError, check_count, check_value
 
-    for key in COUNT_KEYS:
+    for key, most in COUNT_KEYS.items():
         check_count(f"argument {key}", p[key], 1)
+        if float(p[key]) > most:
+            raise SchemaError(
+                f"argument {key} is {p[key]!r}, more than {most:,}: give a whole number from 1 to {most:,}"
+            )
+    if not isinstance(p.get("fp16"), bool):
+        raise SchemaError(f"argument fp16 is {p.get('fp16')!r}: write fp16=true or fp16=false")
     if p.get("throughput_1gpu") is not None:
         check_value("argument throughput_1gpu (images/s)", p["throughput_1gpu"], *POSITIVE)
+
+
+def check_envelope(settings: dict) -> None:
+    """envelope.level a probability strictly between 0 and 1 (an F-test region's level), fit_max_workers a whole
+    number >= 2; else SchemaError naming the argument."""
+    from ..schema import SchemaError, check_count
+
+    level = settings["envelope"]["level"]
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise SchemaError(f"argument envelope.level is {level!r}, not a number between 0 and 1 (e.g. 0.95)")
+    for key in ("overlaps", "bandwidths"):
+        check_count(f"argument envelope.{key}", settings["envelope"][key], 2)
+        if float(settings["envelope"][key]) > 10**4:
+            raise SchemaError(f"argument envelope.{key} is {settings['envelope'][key]!r}, more than 10,000 grid steps")
+    check_count("argument fit_max_workers", settings["fit_max_workers"], 2)
 
 
 def _runs():

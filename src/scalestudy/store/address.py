@@ -90,6 +90,9 @@ def check_server(uri: str) -> None:
     """Fail in seconds, not minutes, when nothing answers at an http(s) store, or what answers is not MLflow."""
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(HTTP_TIMEOUT_S)))
+    # MLflow prints two "View run ... at" lines per run written to a server (and asks the server for the run to
+    # do so): some 1,500 lines per `make import`; our own summary says what was written
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
     probe = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
     try:
         with urllib.request.urlopen(probe, timeout=HTTP_TIMEOUT_S) as resp:
@@ -113,10 +116,46 @@ def check_server(uri: str) -> None:
         answer = json.loads(body)
     except ValueError:
         answer = None
-    if not isinstance(answer, dict):
+    if not isinstance(answer, dict) or not isinstance(answer.get("experiments", []), list):
         raise StoreError(
             f"tracking URI {uri} answers, but not as an MLflow server (GET {probe} gave no MLflow JSON): "
             "set MLFLOW_TRACKING_URI to the MLflow server's address"
+        )
+    check_server_answers_unknown(uri)
+
+
+def check_server_answers_unknown(uri: str) -> None:
+    """A server that answers every request with 200 and `{}` passes the search above (MLflow leaves out an empty
+    list): asked for an experiment that does not exist, MLflow answers 404 RESOURCE_DOES_NOT_EXIST; what answers
+    otherwise is not MLflow, and writing to it would report runs created that were never stored."""
+    import json
+    import uuid
+
+    probe = (
+        uri.rstrip("/") + f"/api/2.0/mlflow/experiments/get-by-name?experiment_name=scalestudy-probe-{uuid.uuid4().hex}"
+    )
+    code, body = 200, b""
+    try:
+        with urllib.request.urlopen(probe, timeout=HTTP_TIMEOUT_S) as resp:
+            body = resp.read(1 << 16)
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return
+        code, body = err.code, err.read(1 << 16)
+    except (urllib.error.URLError, OSError) as err:
+        raise StoreError(
+            f"tracking server {uri} does not answer ({getattr(err, 'reason', err)}) within {HTTP_TIMEOUT_S:g} s "
+            "(SCALESTUDY_HTTP_TIMEOUT): start it, or set MLFLOW_TRACKING_URI to another store"
+        ) from None
+    try:
+        said = json.loads(body).get("error_code")
+    except (ValueError, AttributeError):
+        said = None
+    if code != 404 or said != "RESOURCE_DOES_NOT_EXIST":
+        raise StoreError(
+            f"tracking URI {uri} answers, but not as an MLflow server (GET {probe.split('?')[0]} of an experiment "
+            f"that does not exist gave HTTP {code} {' '.join(body[:60].decode('utf-8', 'replace').split())!r}, not "
+            "404 RESOURCE_DOES_NOT_EXIST): set MLFLOW_TRACKING_URI to the MLflow server's address; nothing was written"
         )
 
 

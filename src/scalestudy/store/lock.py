@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import sqlite3
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -165,8 +166,14 @@ def store_lock(uri: str, *, write: bool) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     kind = os.environ.get("SCALESTUDY_LOCK", "auto")  # auto | soft (a network file system not recognised) | local
     network = kind == "soft" or (kind == "auto" and _file_system(path.parent) in NETWORK_FILE_SYSTEMS)
-    lock = (SoftReadWriteLock if network else ReadWriteLock)(path, timeout=LOCK_TIMEOUT_S)
-    _acquire(lock, path, uri, write)
+    try:
+        lock = (SoftReadWriteLock if network else ReadWriteLock)(path, timeout=LOCK_TIMEOUT_S)
+        _acquire(lock, path, uri, write)
+    except sqlite3.DatabaseError as err:  # ReadWriteLock keeps its lock in a SQLite file: this one is not one
+        raise StoreError(
+            f"store {uri}: its lock file {path} is not a lock ({err}): no import or build can hold it; when none "
+            f"is running, remove it (rm {path}) and run again"
+        ) from None
     try:
         if write:
             _held[path] = _held.get(path, 0) + 1

@@ -141,8 +141,10 @@ def ensure_experiment(client, uri: str, name: str) -> str:
         if others:
             raise StoreError(
                 f"experiment {name!r} may be changed by the UI user(s) {', '.join(others)} (EDIT or MANAGE on it), "
-                "not only by this project's admin: nothing is written into it; delete it in the UI as admin "
-                "(or revoke their permission), then import again"
+                "not only by this project's admin: nothing is written into it; as the UI's admin, revoke their "
+                f"permission on experiment {exp.experiment_id} (POST /api/2.0/mlflow/experiments/permissions/delete "
+                "with experiment_id and username; deleting the experiment keeps its permissions and does not "
+                "unblock it), then import again"
             )
         if exp.lifecycle_stage != "active":
             client.restore_experiment(exp.experiment_id)
