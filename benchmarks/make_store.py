@@ -24,7 +24,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # runs from a checkout without `pip install -e .` too
 
 from scalestudy.schema import MODELS, RunRecord, run_name  # noqa: E402
-from scalestudy.store import ensure_experiment, load_runs, sqlite_path  # noqa: E402
+from scalestudy.store import load_runs, sqlite_path  # noqa: E402
+from scalestudy.store.seal import VALUES_HASH, expected_values, values_digest  # noqa: E402
+from scalestudy.store.write import ensure_experiment  # noqa: E402
 
 EXPERIMENT = "synthetic-load"
 # Images/s of one P100 on synthetic data (TF benchmarks 2017 where published, else close to them).
@@ -186,7 +188,9 @@ def write_runs(job: tuple[str, str, list[int], int, float]) -> int:
         for name, points in rec.series.items():
             metrics += [Metric(name, float(v), ts, step) for step, ts, v in points]
         params = [Param(k, str(v)) for k, v in sorted(rec.params.items())]
-        client.log_batch(run_id, metrics=metrics, params=params, tags=[RunTag("content_hash", rec.content_hash())])
+        seal = RunTag(VALUES_HASH, values_digest(*expected_values(rec)))  # as store/write.py seals a run
+        hashes = [seal, RunTag("content_hash", rec.content_hash())]
+        client.log_batch(run_id, metrics=metrics, params=params, tags=hashes)
         client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     return len(indices)
 
