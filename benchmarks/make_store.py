@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # runs from a checkout without `pip install -e .` too
 
-from scalestudy.schema import MODELS, RunRecord, run_name  # noqa: E402
+from scalestudy.schema import RunRecord, run_name  # noqa: E402
 from scalestudy.store import load_runs, sqlite_path  # noqa: E402
 from scalestudy.store.seal import VALUES_HASH, expected_values, values_digest  # noqa: E402
 from scalestudy.store.write import ensure_experiment  # noqa: E402
@@ -68,7 +68,7 @@ SERIES_POINTS = 20
 def synthetic_run(i: int, seed: int, series_fraction: float) -> RunRecord:
     """Run number i of the synthetic set: a function of (seed, i) only, so processes can split the work."""
     rng = random.Random(seed * 1_000_003 + i)
-    model = rng.choice(sorted(MODELS))
+    model = rng.choice(sorted(BASE_IMAGES_PER_S))  # the models it has speeds for (MODELS has more now)
     device = rng.choices(list(DEVICES), weights=DEVICE_WEIGHTS)[0]
     workers = rng.choice(WORKER_COUNTS) if rng.random() < 0.85 else rng.randint(1, 64)
     framework = rng.choices(["tensorflow", "mxnet"], weights=(0.7, 0.3))[0]
