@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 import pandas as pd
 
 from ..schema import NUMERIC_PARAMS
+from . import ledger
 from .address import (
     CONTENT_HASH,
     HALF_MADE,
@@ -137,8 +138,9 @@ def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
     why = half_made(path)
     if why:
         raise StoreError(HALF_MADE.format(path=path, why=why))
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     try:
+        con.execute("BEGIN")  # one snapshot for every query below (SQLite's shared lock until the end)
         try:
             (revision,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
         except sqlite3.DatabaseError as err:
@@ -174,10 +176,10 @@ def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
             f" FROM latest_metrics WHERE run_uuid IN {visible}",
             con,
         )
+        if sealed:  # in the same read transaction as the table: what is checked is what is drawn
+            ledger.check(con)
     finally:
         con.close()
-    if sealed:
-        check_sealed(runs, params, metrics, tags, states[IMPORT_RUNS])
     return _tidy(runs, params, metrics, tags)
 
 
