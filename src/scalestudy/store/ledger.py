@@ -225,6 +225,17 @@ def check(con: sqlite3.Connection) -> None:
         raise StoreError(refusal(found))
 
 
+def check_run(path: Path, run_id: str) -> None:
+    """Refuse to add to a run that differs from its ledger entry (its change would be recorded with it)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        found = findings(con, {run_id}) if has_ledger(con) else []  # no ledger: the builder says so
+    finally:
+        con.close()
+    if found:
+        raise StoreError(f"{found[0].line()} (not by this project): nothing was added to it")
+
+
 # --------------------------------------------------------------------------------------------
 # Writing the ledger (writers only, under the store's lock)
 

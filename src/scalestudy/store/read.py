@@ -230,8 +230,9 @@ def _existing_store(uri: str) -> Path | None:
 def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = True) -> pd.DataFrame:
     """Every complete, active run of every experiment in the store, as one tidy table (one row per run).
 
-    `sealed`: refuse a run whose values changed after it was written (check_sealed); the UI, which shows what
-    the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or "api"."""
+    `sealed`: refuse a store that differs from its ledger (store/ledger.py: a run changed, deleted, added, an
+    experiment deleted); read through the API, a run whose values_hash no longer matches (check_sealed). The UI,
+    which shows what the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or "api"."""
     uri = check_uri(uri or tracking_uri())
     with store_lock(uri, write=False):
         path = _existing_store(uri)

@@ -398,9 +398,8 @@ def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
         client = client_for(uri)
         experiment_id = ensure_experiment(client, uri, rec.experiment)
         run_id = _write_run(client, experiment_id, rec, rec.content_hash())
-        path = sqlite_path(uri)
-        if path is not None:
-            ledger.record_runs(path, [run_id])  # the run as written: the builder refuses it changed since
+        if sqlite_path(uri) is not None:  # the run as written: the builder refuses it changed since
+            ledger.record_runs(sqlite_path(uri), [run_id])
         return run_id
 
 
@@ -428,7 +427,7 @@ def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | N
         _check_seal(run)  # a run changed behind our back is not sealed again with the change in it
         path = sqlite_path(uri)
         if path is not None:
-            _check_ledger(path, run_id)
+            ledger.check_run(path, run_id)  # nor one that differs from its ledger entry
         now = int(time.time() * 1000)
         client.log_batch(
             run_id,
@@ -439,17 +438,6 @@ def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | N
         client.set_tag(run_id, VALUES_HASH, values_digest(run.data.params, run.data.metrics, run.data.tags))
         if path is not None:
             ledger.record_runs(path, [run_id])
-
-
-def _check_ledger(path: Path, run_id: str) -> None:
-    """Refuse to add to a run that differs from its ledger entry (its change would be recorded with it)."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        found = ledger.findings(con, {run_id}) if ledger.has_ledger(con) else []  # none: the builder says so
-    finally:
-        con.close()
-    if found:
-        raise StoreError(f"{found[0].line()} (not by this project): nothing was added to it")
 
 
 def _check_seal(run) -> None:
