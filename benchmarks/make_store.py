@@ -278,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             done += write_runs(job)
             _progress(done, todo, t1)
     t_write = time.monotonic() - t1
+    record_ledger(path, experiment_id)
     total = len(load_runs(uri))
     print(
         f"{path}: {total} runs ({published} published, {done} synthetic), {path.stat().st_size / 2**20:.0f} MiB; "
@@ -285,6 +286,18 @@ def main(argv: list[str] | None = None) -> int:
         f"elapsed {time.monotonic() - t0:.1f} s"
     )
     return 0
+
+
+def record_ledger(path: Path, experiment_id: str) -> None:
+    """The synthetic runs into the store's ledger (store/ledger.py), as the harness records each run it writes."""
+    import sqlite3
+
+    from scalestudy.store.ledger import record_experiment
+
+    con = sqlite3.connect(path)
+    ids = [run_id for (run_id,) in con.execute("SELECT run_uuid FROM runs WHERE experiment_id = ?", (experiment_id,))]
+    con.close()
+    record_experiment(path, experiment_id, ids)
 
 
 def _progress(done: int, todo: int, since: float) -> None:

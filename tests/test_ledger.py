@@ -182,9 +182,15 @@ def test_an_import_that_changes_nothing_leaves_the_ledger_as_it_was(empty_store)
 def test_the_ledger_entry_covers_each_part():
     """Each part the builder reads changes the entry (a part left out would let its change through)."""
     base = {"status": "FINISHED", "name": "n", "lifecycle": "active", "params": {"w": "1"}, "tags": {"t": "x"},
-            "history": {"m": [(0, 5, "1.0"), (1, 6, "2.0")]}}  # fmt: skip
+            "history": {"m": [(0, 5, 1.0), (1, 6, 2.0)]}}  # fmt: skip
     one = ledger.entry(**base)
-    histories = [{"m": [(0, 5, "1.5"), (1, 6, "2.0")]}, {"m": [(0, 5, "1.0"), (1, 7, "2.0")]}, {"m": [(1, 6, "2.0")]}]
+    histories = [
+        {"m": [(0, 5, 1.5), (1, 6, 2.0)]},
+        {"m": [(0, 5, 1.0), (1, 7, 2.0)]},
+        {"m": [(1, 6, 2.0)]},
+        {"m": [(0, 5, 1.0), (1, 6, 2.0000000000000004)]},
+        {"m": [(0, 5, 1.0), (1, 6, "nan")]},
+    ]
     changes = [("status", "FAILED"), ("name", "m"), ("lifecycle", "deleted"), ("params", {"w": "2"}),
                ("tags", {"t": "y"}), *(("history", h) for h in histories)]  # fmt: skip
     for part, other in changes:

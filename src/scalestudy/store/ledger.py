@@ -50,46 +50,47 @@ def _digest(items) -> str:
 
 def entry(status: str, name: str, lifecycle: str, params: dict, tags: dict, history: dict) -> str:
     """A run's ledger entry (JSON): status, name, lifecycle as text; digests of its params, its tags but MLflow's
-    own, and of each metric's history [(step, timestamp, value as text)]."""
+    own, and of each metric's history [(step, timestamp, value or 'nan')] in that order (as `current` reads it)."""
     parts = {
         "status": status,
         "name": name,
         "lifecycle": lifecycle,
         "params": _digest(sorted(params.items())),
         "tags": _digest(sorted((k, v) for k, v in tags.items() if not k.startswith("mlflow."))),
-        "metrics": {key: _digest(sorted(points)) for key, points in sorted(history.items())},
+        "metrics": {key: _digest(points) for key, points in sorted(history.items())},
     }
     return json.dumps(parts, sort_keys=True, separators=(",", ":"))
 
 
-def _value_text(value, is_nan) -> str:
-    return "nan" if is_nan or value is None else repr(float(value))
-
-
-def current(con: sqlite3.Connection, where: str, args: tuple = ()) -> dict[str, tuple[str, str, str, str]]:
+def current(con: sqlite3.Connection, where: str, args: tuple = (), read: tuple | None = None) -> dict[str, tuple]:
     """{run id: (experiment id, run name, source tag, entry)} of the runs `where` selects (SQL on `runs r`), as
-    the store holds them now: one query per MLflow table."""
-    runs = con.execute(
-        f"SELECT r.run_uuid, CAST(r.experiment_id AS TEXT), r.name, r.status, r.lifecycle_stage FROM runs r {where}",
-        args,
-    ).fetchall()
+    the store holds them now. `read`: the runs (run id, experiment id, name, status), params and tags rows (run
+    id, key, value) the caller already read in this transaction (the builder's table): only the metrics'
+    histories are read here then, one query per MLflow table otherwise."""
     chosen = f"(SELECT r.run_uuid FROM runs r {where})"
-    params: dict[str, dict] = {run[0]: {} for run in runs}
-    tags: dict[str, dict] = {run[0]: {} for run in runs}
-    history: dict[str, dict] = {run[0]: {} for run in runs}
-    for run_id, key, value in con.execute(f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN {chosen}", args):
-        params[run_id][key] = value
-    for run_id, key, value in con.execute(f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN {chosen}", args):
-        tags[run_id][key] = value
-    for run_id, key, step, ts, value, nan in con.execute(
-        f"SELECT run_uuid, key, step, timestamp, value, is_nan FROM metrics WHERE run_uuid IN {chosen}", args
+    if read is None:
+        runs = con.execute(f"SELECT r.run_uuid, CAST(r.experiment_id AS TEXT), r.name, r.status, r.lifecycle_stage "
+                           f"FROM runs r {where}", args).fetchall()  # fmt: skip
+        params = con.execute(f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN {chosen}", args)
+        tags = con.execute(f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN {chosen}", args).fetchall()
+        params = params.fetchall()
+    else:
+        runs, params, tags = [(*run, "active") for run in read[0]], read[1], read[2]
+    held: dict[str, tuple[dict, dict, dict]] = {run[0]: ({}, {}, {}) for run in runs}
+    for run_id, key, value in params:
+        held[run_id][0][key] = value
+    for run_id, key, value in tags:
+        held[run_id][1][key] = value
+    for run_id, key, step, ts, value in con.execute(
+        "SELECT run_uuid, key, step, timestamp, CASE WHEN is_nan THEN 'nan' ELSE value END AS v FROM metrics"
+        f" WHERE run_uuid IN {chosen} ORDER BY run_uuid, key, step, timestamp, v",
+        args,
     ):
-        history[run_id].setdefault(key, []).append((step, ts, _value_text(value, nan)))
+        held[run_id][2].setdefault(key, []).append((step, ts, value))
     return {
-        run_id: (exp, name, tags[run_id].get("source") or "", entry(status, name, stage, params[run_id], tags[run_id],
-                                                                   history[run_id]))
+        run_id: (exp, name, held[run_id][1].get("source") or "", entry(status, name, stage, *held[run_id]))
         for run_id, exp, name, status, stage in runs
-    }  # fmt: skip
+    }
 
 
 def has_ledger(con: sqlite3.Connection) -> bool:
@@ -137,9 +138,9 @@ def _changed_parts(was: str, now: str) -> list[str]:
     return found or ["its ledger entry differs"]
 
 
-def findings(con: sqlite3.Connection, run_ids: set[str] | None = None) -> list[Finding]:
+def findings(con: sqlite3.Connection, run_ids: set[str] | None = None, read: tuple | None = None) -> list[Finding]:
     """Every way the store (through `con`) differs from its ledger, experiments first, then runs by experiment
-    and name; `run_ids`: only those runs (and no experiment)."""
+    and name; `run_ids`: only those runs (and no experiment); `read`: what the builder read (see `current`)."""
     experiments = {
         str(i): (name, stage)
         for i, name, stage in con.execute("SELECT experiment_id, name, lifecycle_stage FROM experiments")
@@ -147,14 +148,14 @@ def findings(con: sqlite3.Connection, run_ids: set[str] | None = None) -> list[F
     if not has_ledger(con):
         return [
             Finding(run_id, experiments.get(exp, ("?",))[0], name, source, "is not in the ledger", "unknown")
-            for run_id, (exp, name, source, _) in current(con, f"WHERE r.run_uuid IN ({VISIBLE})").items()
+            for run_id, (exp, name, source, _) in current(con, f"WHERE r.run_uuid IN ({VISIBLE})", (), read).items()
             if run_ids is None or run_id in run_ids
         ]
     rows = con.execute(f"SELECT run_id, experiment_id, run_name, source, entry FROM {RUNS}")
     kept = {run_id: (exp, name, source, text) for run_id, exp, name, source, text in rows}
     rows = con.execute(f"SELECT experiment_id, name, lifecycle FROM {EXPERIMENTS}")
     ledger_experiments = {i: (name, stage) for i, name, stage in rows}
-    now = current(con, f"WHERE r.run_uuid IN ({VISIBLE})")
+    now = current(con, f"WHERE r.run_uuid IN ({VISIBLE})", (), read)
     out: list[Finding] = []
     gone_experiments = set()
     if run_ids is None:
@@ -218,9 +219,9 @@ def refusal(found: list[Finding]) -> str:
     return f"{first_line}{more}: {remedy}"
 
 
-def check(con: sqlite3.Connection) -> None:
-    """Refuse (StoreError, one line) a store that differs from its ledger."""
-    found = findings(con)
+def check(con: sqlite3.Connection, read: tuple | None = None) -> None:
+    """Refuse (StoreError, one line) a store that differs from its ledger (`read`: see `current`)."""
+    found = findings(con, None, read)
     if found:
         raise StoreError(refusal(found))
 

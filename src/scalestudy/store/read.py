@@ -177,7 +177,9 @@ def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
             con,
         )
         if sealed:  # in the same read transaction as the table: what is checked is what is drawn
-            ledger.check(con)
+            kv = [(p["run_id"].tolist(), p["key"].tolist(), p["value"].tolist()) for p in (params, tags)]
+            listed = [runs[c].tolist() for c in ("run_id", "experiment_id", "run_name", "status")]
+            ledger.check(con, (list(zip(*listed)), *(list(zip(*k)) for k in kv)))
     finally:
         con.close()
     return _tidy(runs, params, metrics, tags)
@@ -232,7 +234,8 @@ def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = T
 
     `sealed`: refuse a store that differs from its ledger (store/ledger.py: a run changed, deleted, added, an
     experiment deleted); read through the API, a run whose values_hash no longer matches (check_sealed). The UI,
-    which shows what the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or "api"."""
+    which shows what the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or
+    "api"."""
     uri = check_uri(uri or tracking_uri())
     with store_lock(uri, write=False):
         path = _existing_store(uri)
