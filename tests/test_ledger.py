@@ -278,3 +278,21 @@ def test_a_profile_summary_added_to_a_measured_run_keeps_it_in_the_ledger(empty_
         StoreError, match=rf"^run {run_id} \(measured: resnet50 .*\) its name is 'renamed'.*nothing was"
     ):
         log_metrics(run_id, {"time_total_s": 13.0}, uri=empty_store)
+
+
+def test_a_series_changed_after_the_table_was_read_is_refused_when_the_figure_reads_it(empty_store):
+    """A figure reads its per-step series after the table (load_series, its own read): checked against the ledger
+    too, so a point logged between the two reads is not drawn."""
+    from scalestudy.store import load_series
+
+    ids = imported(empty_store)
+    load_runs(empty_store)
+    assert load_series([ids["a"]], ["step_throughput_total"], empty_store).value.tolist() == [50.0, 60.0, 61.0]
+    client(empty_store).log_metric(ids["a"], "step_throughput_total", 50000.0, timestamp=1_500, step=15)
+    with pytest.raises(StoreError) as err:
+        load_series([ids["a"], ids["b"]], ["step_throughput_total", "throughput_total"], empty_store)
+    assert str(err.value) == (
+        f"run {ids['a']} ({NAME_A}): the history of its metric step_throughput_total changed since the build read "
+        "its runs (it differs from the ledger): build again"
+    )
+    assert len(load_series([ids["b"]], ["step_throughput_total"], empty_store)) == 3

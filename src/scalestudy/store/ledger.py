@@ -214,7 +214,7 @@ def refusal(found: list[Finding]) -> str:
             "run `make import` for published runs; a measured run is no longer the measurement: measure it again, "
             "or accept it as it is now with `make accept-runs`"
         )
-        if first.run_id:
+        if first.run_id and len(found) == 1:
             remedy += f" RUNS={first.run_id}"
     return f"{first_line}{more}: {remedy}"
 
@@ -224,6 +224,28 @@ def check(con: sqlite3.Connection, read: tuple | None = None) -> None:
     found = findings(con, None, read)
     if found:
         raise StoreError(refusal(found))
+
+
+def check_series(con: sqlite3.Connection, run_ids: list[str], names: list[str]) -> None:
+    """Refuse (one line) when a metric history the builder reads after its table (a figure's per-step series,
+    read in its own transaction) differs from the ledger: a change between the two reads is not drawn either."""
+    if not has_ledger(con):
+        return
+    marks = ",".join("?" * len(run_ids)), ",".join("?" * len(names))
+    held: dict[tuple[str, str], list] = {(r, k): [] for r in run_ids for k in names}
+    for run_id, key, step, ts, value in con.execute(
+        "SELECT run_uuid, key, step, timestamp, CASE WHEN is_nan THEN 'nan' ELSE value END AS v FROM metrics"
+        f" WHERE run_uuid IN ({marks[0]}) AND key IN ({marks[1]}) ORDER BY run_uuid, key, step, timestamp, v",
+        [*run_ids, *names],
+    ):
+        held[(run_id, key)].append((step, ts, value))
+    rows = con.execute(f"SELECT run_id, run_name, entry FROM {RUNS} WHERE run_id IN ({marks[0]})", run_ids)
+    kept = {run_id: (name, json.loads(text)["metrics"]) for run_id, name, text in rows}
+    for (run_id, key), points in sorted(held.items()):
+        name, metrics = kept.get(run_id, ("?", {}))
+        if metrics.get(key) != (_digest(points) if points else None):
+            raise StoreError(f"run {run_id} ({name}): the history of its metric {key} changed since the build read "
+                             "its runs (it differs from the ledger): build again")  # fmt: skip
 
 
 def check_run(path: Path, run_id: str) -> None:

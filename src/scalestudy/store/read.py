@@ -262,8 +262,10 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
     with store_lock(uri, write=False):
         path = _existing_store(check_uri(uri))
         if path is not None and not via_api:
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             try:
+                con.execute("BEGIN")  # the series and their check against the ledger: one snapshot
+                ledger.check_series(con, run_ids, names)
                 marks = ",".join("?" * len(run_ids)), ",".join("?" * len(names))
                 return pd.read_sql_query(
                     "SELECT run_uuid AS run_id, key, step, timestamp AS timestamp_ms, value FROM metrics"
