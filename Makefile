@@ -50,7 +50,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
 
 .PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
-	bench-build bench-harness data-cifar10 system-paper system-ui system-slurm system-build docker sif refresh-digest \
+	accept-runs bench-build bench-harness data-cifar10 system-paper system-ui system-slurm system-build docker sif refresh-digest \
 	container-check lint model-sizes mutation-check mutation-lists system-image image-cpu image-test \
 	cluster-up cluster-status cluster-down
 
@@ -118,6 +118,10 @@ $(IMPORTED): $(VENV)/.build.stamp $(REFERENCE_FILES) $(INGEST_CODE)
 import: $(VENV)/.build.stamp ## (re)import the published measurements of experiments/reference into MLflow
 	$(PY) -m scalestudy.ingest
 	@$(touch_imported)
+
+# Measured runs changed after they were written are refused by the builder until measured again or accepted here.
+accept-runs: $(VENV)/.build.stamp ## accept measured runs as the store holds them now (RUNS='id ...'; logged in .mlflow/store-ledger.log)
+	$(PY) -m scalestudy.store accept $(RUNS)
 
 # One dataset, again when its files or the importers change.
 .SECONDEXPANSION:

@@ -3,7 +3,8 @@
   python benchmarks/bench_build.py            # both benchmarks below
   python benchmarks/bench_build.py figure-3   # `make figure-3` on the repository's store: target < 5 s
   python benchmarks/bench_build.py store-10k  # all figures and tables from a 10,000-run store: target < 60 s
-  python benchmarks/bench_build.py seal       # the builder's check of the runs' values_hash alone
+  python benchmarks/bench_build.py seal       # the builder's check of the runs' values_hash alone (an http store)
+  python benchmarks/bench_build.py ledger     # load_runs with and without its check against the ledger
   python benchmarks/bench_build.py readers    # the store read directly (SQLite) against MlflowClient.search_runs
 
 Each measurement is the wall time of the whole command a user runs (process start, Hydra,
@@ -96,6 +97,31 @@ def bench_seal(repeat: int = 5, copies: int = 25) -> None:
               f"({1e3 * min(times):.1f} .. {1e3 * max(times):.1f})")  # fmt: skip
 
 
+def bench_ledger(repeat: int = 5) -> None:
+    """What the builder's check of a SQLite store against its ledger (store/ledger.check, inside load_runs) costs:
+    load_runs with the check and without it (sealed=False), in turn, on the repository's store and on the
+    10,000-run store (when built: store-10k), in CPU seconds of this process."""
+    import sqlite3
+
+    from scalestudy.store import ledger, load_runs, sqlite_path, tracking_uri
+
+    for path in (sqlite_path(tracking_uri()), OUT / "store-10k.db"):
+        if not path.is_file():
+            continue
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(repeat):
+            for sealed in (True, False):
+                t0 = time.process_time()
+                load_runs(f"sqlite:///{path}", sealed=sealed)
+                times[sealed].append(time.process_time() - t0)
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        (n,) = con.execute(f"SELECT count(*) FROM {ledger.RUNS}").fetchone()
+        con.close()
+        checked, bare = (1e3 * statistics.median(times[k]) for k in (True, False))
+        print(f"load_runs on {path.name} ({n} runs in its ledger): {checked:.0f} ms CPU with the ledger's check, "
+              f"{bare:.0f} ms without, median of {repeat}")  # fmt: skip
+
+
 def bench_readers(repeat: int = 3) -> None:
     """Why the builder reads a SQLite store directly: a fresh process reading every run of the repository's
     store, by each path (both give the same table: tests/test_store.py)."""
@@ -118,6 +144,8 @@ if __name__ == "__main__":
     which = sys.argv[1:] or ["figure-3", "store-10k"]
     if "seal" in which:
         bench_seal()
+    if "ledger" in which:
+        bench_ledger()
     if "figure-3" in which:
         bench_figure3()
     if "store-10k" in which:

@@ -23,8 +23,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))  # runs from a checkout without `pip install -e .` too
 
-from scalestudy.schema import MODELS, RunRecord, run_name  # noqa: E402
-from scalestudy.store import ensure_experiment, load_runs, sqlite_path  # noqa: E402
+from scalestudy.schema import RunRecord, run_name  # noqa: E402
+from scalestudy.store import load_runs, sqlite_path  # noqa: E402
+from scalestudy.store.seal import VALUES_HASH, expected_values, values_digest  # noqa: E402
+from scalestudy.store.write import ensure_experiment  # noqa: E402
 
 EXPERIMENT = "synthetic-load"
 # Images/s of one P100 on synthetic data (TF benchmarks 2017 where published, else close to them).
@@ -66,7 +68,7 @@ SERIES_POINTS = 20
 def synthetic_run(i: int, seed: int, series_fraction: float) -> RunRecord:
     """Run number i of the synthetic set: a function of (seed, i) only, so processes can split the work."""
     rng = random.Random(seed * 1_000_003 + i)
-    model = rng.choice(sorted(MODELS))
+    model = rng.choice(sorted(BASE_IMAGES_PER_S))  # the models it has speeds for (MODELS has more now)
     device = rng.choices(list(DEVICES), weights=DEVICE_WEIGHTS)[0]
     workers = rng.choice(WORKER_COUNTS) if rng.random() < 0.85 else rng.randint(1, 64)
     framework = rng.choices(["tensorflow", "mxnet"], weights=(0.7, 0.3))[0]
@@ -186,7 +188,9 @@ def write_runs(job: tuple[str, str, list[int], int, float]) -> int:
         for name, points in rec.series.items():
             metrics += [Metric(name, float(v), ts, step) for step, ts, v in points]
         params = [Param(k, str(v)) for k, v in sorted(rec.params.items())]
-        client.log_batch(run_id, metrics=metrics, params=params, tags=[RunTag("content_hash", rec.content_hash())])
+        seal = RunTag(VALUES_HASH, values_digest(*expected_values(rec)))  # as store/write.py seals a run
+        hashes = [seal, RunTag("content_hash", rec.content_hash())]
+        client.log_batch(run_id, metrics=metrics, params=params, tags=hashes)
         client.set_terminated(run_id, status=rec.status, end_time=rec.end_ms)
     return len(indices)
 
@@ -274,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             done += write_runs(job)
             _progress(done, todo, t1)
     t_write = time.monotonic() - t1
+    record_ledger(path, experiment_id)
     total = len(load_runs(uri))
     print(
         f"{path}: {total} runs ({published} published, {done} synthetic), {path.stat().st_size / 2**20:.0f} MiB; "
@@ -281,6 +286,18 @@ def main(argv: list[str] | None = None) -> int:
         f"elapsed {time.monotonic() - t0:.1f} s"
     )
     return 0
+
+
+def record_ledger(path: Path, experiment_id: str) -> None:
+    """The synthetic runs into the store's ledger (store/ledger.py), as the harness records each run it writes."""
+    import sqlite3
+
+    from scalestudy.store.ledger import record_experiment
+
+    con = sqlite3.connect(path)
+    ids = [run_id for (run_id,) in con.execute("SELECT run_uuid FROM runs WHERE experiment_id = ?", (experiment_id,))]
+    con.close()
+    record_experiment(path, experiment_id, ids)
 
 
 def _progress(done: int, todo: int, since: float) -> None:

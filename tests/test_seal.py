@@ -107,16 +107,24 @@ def test_an_imports_check_of_a_run_says_whether_its_seal_is_missing_wrong_or_rig
 
     from scalestudy.store.verify import changed_values
 
-    rec = RunRecord(experiment="e", key="k", params={"workers": 8}, metrics={"throughput_total": 1656.0},
+    named = {"model": "resnet50", "device": "P100", "data": "synthetic", "batch_per_worker": 64, "platform": "p"}
+    rec = RunRecord(experiment="e", key="k", params={"workers": 8, **named}, metrics={"throughput_total": 1656.0},
                     tags={"source": "published"})  # fmt: skip
     params, metrics, tags = expected_values(rec)
     history = expected_history(rec)
 
-    def run(extra_tags):
-        return SimpleNamespace(data=SimpleNamespace(params=params, metrics=metrics, tags={**tags, **extra_tags}))
+    def run(extra_tags, status="FINISHED", name=rec.run_name):
+        return SimpleNamespace(data=SimpleNamespace(params=params, metrics=metrics, tags={**tags, **extra_tags}),
+                               info=SimpleNamespace(status=status, run_name=name))  # fmt: skip
 
     assert changed_values(run({}), rec, history) == ["it has no values_hash tag (written before runs were sealed)"]
     assert changed_values(run({"values_hash": "params:x"}), rec, history) == [
         "its values_hash tag is not the hash of its values"
     ]
-    assert changed_values(run({"values_hash": values_digest(params, metrics, tags)}), rec, history) == []
+    sealed = {"values_hash": values_digest(params, metrics, tags)}
+    assert changed_values(run(sealed), rec, history) == []
+    # status and name are outside the seal (MLflow's update_run changes them): compared with the record itself
+    assert changed_values(run(sealed, status="FAILED"), rec, history) == ["status was FAILED, the source says FINISHED"]
+    assert changed_values(run(sealed, name="fake"), rec, history) == [
+        f"run name was 'fake', the source says {rec.run_name!r}"
+    ]

@@ -117,9 +117,13 @@ def check_store(
     uri: str, writers: int = WRITERS, runs: int = RUNS_PER_WRITER, experiment: str = EXPERIMENT
 ) -> list[str]:
     """What is missing or incomplete in the store (an empty list: nothing lost)."""
-    from scalestudy.store import artifact_root, load_runs, load_series, sqlite_path
+    from scalestudy.store import artifact_root, load_runs, load_series, sqlite_path, store_lock
+    from scalestudy.store.ledger import accept
 
     problems = []
+    if sqlite_path(uri) is not None:  # runs written through the server are not in the store's ledger (no API can
+        with store_lock(uri, write=True):  # write it): accepted, as `make accept-runs` does after such a sweep
+            accept(sqlite_path(uri))
     table = load_runs(uri)
     table = table[table["experiment"] == experiment]
     expected = {(str(w), str(i)) for w in range(writers) for i in range(runs)}

@@ -61,8 +61,9 @@ def main(argv: list[str] | None = None) -> int:
                 notes: list[str] = []
                 counts = sync_experiment(experiment, records, uri, notes)
                 done.append(name)
-                if counts["repaired"]:  # what differed from the source: the store was changed behind our back
-                    print(f"{name}: repaired {counts['repaired']} run(s): " + "; ".join(notes))
+                if counts["repaired"] or notes:  # what differed from the source: changed behind our back
+                    print(f"{name}: repaired {counts['repaired']} run(s):")
+                    print("".join(f"{name}: {note}\n" for note in notes), end="")  # a line per repair
                 # The experiment's description in the UI: written only when its text changed.
                 described = describe_experiments(
                     {experiment: experiment_description(source, len(records), users.get(experiment, []))}, uri

@@ -19,15 +19,19 @@ What a reader can rely on (README, "Reliability"):
   without one, and the next import deletes them. A dataset's import is one transaction to readers: its
   experiment is tagged `scalestudy.import=writing` while its runs change and `complete` after, and a reader
   refuses an experiment an import left half-done (an importer killed by SIGKILL): `make import` completes it.
-- A run is sealed: its values_hash (seal.py) hashes its params, latest metrics and tags as the builder reads them;
-  the builder refuses a run changed after it was written, and an experiment missing a run its import left, and
-  the next import compares every run with its source and repairs what differs.
+- A run is in the ledger (ledger.py): two tables of a SQLite store's file that MLflow's API cannot reach hold, per
+  run, its status, name, lifecycle and digests of its params, tags and every metric's whole history, and per
+  experiment its name, lifecycle and run set. The builder refuses a store that differs from it; the next import
+  compares every published run with its source and repairs what differs; `make accept-runs` accepts a changed
+  measured run (logged). A store read through the API (an `mlflow server`) is checked by the runs' values_hash
+  seal (seal.py) and the experiments' run counts only.
 - A half-made store (a first writer killed while MLflow made its tables; it holds nothing) is made again.
 - A SQLite store that moved (a copied or moved checkout) has its artifact locations re-pointed to the folder
   beside it before anything is written, so no run writes into the old place.
 
 Its modules, each using only those before it: `address` (which store, and can it be used), `lock` (one lock per
-store), `seal` (the hash of a run's values), `read` (the tidy table, the series), `verify` (does a run
+store), `seal` (the hash of a run's values), `ledger` (what each run held when written, out of the API's reach),
+`read` (the tidy table, the series), `verify` (does a run
 still hold what its record says; who else may change an experiment), `write` (runs; an import as one
 transaction; a moved store's artifacts), `views` (what the UI shows beside the runs: experiment descriptions
 and saved views).

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 import pandas as pd
 
 from ..schema import NUMERIC_PARAMS
+from . import ledger
 from .address import (
     CONTENT_HASH,
     HALF_MADE,
@@ -137,8 +138,9 @@ def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
     why = half_made(path)
     if why:
         raise StoreError(HALF_MADE.format(path=path, why=why))
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     try:
+        con.execute("BEGIN")  # one snapshot for every query below (SQLite's shared lock until the end)
         try:
             (revision,) = con.execute("SELECT version_num FROM alembic_version").fetchone()
         except sqlite3.DatabaseError as err:
@@ -174,10 +176,12 @@ def _read_sqlite(path: Path, sealed: bool = True) -> pd.DataFrame | None:
             f" FROM latest_metrics WHERE run_uuid IN {visible}",
             con,
         )
+        if sealed:  # in the same read transaction as the table: what is checked is what is drawn
+            kv = [(p["run_id"].tolist(), p["key"].tolist(), p["value"].tolist()) for p in (params, tags)]
+            listed = [runs[c].tolist() for c in ("run_id", "experiment_id", "run_name", "status")]
+            ledger.check(con, (list(zip(*listed)), *(list(zip(*k)) for k in kv)))
     finally:
         con.close()
-    if sealed:
-        check_sealed(runs, params, metrics, tags, states[IMPORT_RUNS])
     return _tidy(runs, params, metrics, tags)
 
 
@@ -228,8 +232,10 @@ def _existing_store(uri: str) -> Path | None:
 def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = True) -> pd.DataFrame:
     """Every complete, active run of every experiment in the store, as one tidy table (one row per run).
 
-    `sealed`: refuse a run whose values changed after it was written (check_sealed); the UI, which shows what
-    the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or "api"."""
+    `sealed`: refuse a store that differs from its ledger (store/ledger.py: a run changed, deleted, added, an
+    experiment deleted); read through the API, a run whose values_hash no longer matches (check_sealed). The UI,
+    which shows what the store holds, passes False. `table.attrs["reader"]` says which path read it: "sqlite" or
+    "api"."""
     uri = check_uri(uri or tracking_uri())
     with store_lock(uri, write=False):
         path = _existing_store(uri)
@@ -256,8 +262,10 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
     with store_lock(uri, write=False):
         path = _existing_store(check_uri(uri))
         if path is not None and not via_api:
-            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
             try:
+                con.execute("BEGIN")  # the series and their check against the ledger: one snapshot
+                ledger.check_series(con, run_ids, names)
                 marks = ",".join("?" * len(run_ids)), ",".join("?" * len(names))
                 return pd.read_sql_query(
                     "SELECT run_uuid AS run_id, key, step, timestamp AS timestamp_ms, value FROM metrics"

@@ -18,6 +18,10 @@ def changed_values(run, rec: RunRecord, history: list[tuple[str, int, float]]) -
     stored = (run.data.params, run.data.metrics, run.data.tags)
     expected = expected_values(rec)
     changed = differences(stored, expected, ignore_tags=rec.location_tags)
+    if run.info.status != rec.status:
+        changed.insert(0, f"status was {run.info.status}, the source says {rec.status}")
+    if run.info.run_name != rec.run_name:
+        changed.insert(0, f"run name was {run.info.run_name!r}, the source says {rec.run_name!r}")
     if not changed and history != expected_history(rec):
         extra = sorted(set(history) - set(expected_history(rec)))
         changed.append(f"metric history differs from the source (e.g. {extra[0][0]} at step {extra[0][1]} = "

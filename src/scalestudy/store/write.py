@@ -19,7 +19,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ..schema import RunRecord, SchemaError
-from . import verify
+from . import ledger, verify
 from .address import (
     CONTENT_HASH,
     IMPORT_RUNS,
@@ -256,6 +256,8 @@ class SyncPlan:
     removed: list[dict[str, str]] = field(default_factory=list)  # tags of the runs deleted as gone from the source
     repaired: int = 0  # incomplete runs an interrupted import left, deleted
     notes: list[str] = field(default_factory=list)  # what was repaired: a line per run
+    verified: list[str] = field(default_factory=list)  # ids of the runs found equal to their record
+    kept_others: list[str] = field(default_factory=list)  # ids of the runs no record names, left (keep_others)
 
     def counts(self) -> dict[str, int]:
         states = list(self.status.values())
@@ -291,12 +293,20 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
             return _plan(client, uri, found, records, keep_others, claim)[0]
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
+        before = client.get_experiment_by_name(experiment)
         found = client.get_experiment(ensure_experiment(client, uri, experiment))
         plan, writes, to_delete, n_runs = _plan(client, uri, found, records, keep_others, claim)
+        if before is not None and before.lifecycle_stage != "active":
+            plan.notes.insert(0, f"experiment {experiment} was deleted outside an import: restored with its runs")
         stale = found.tags.get(IMPORT_STATE) != "complete" or found.tags.get(IMPORT_RUNS) != str(n_runs)
+        created: list[str] = []
         if writes or to_delete or stale:
             previous = found.tags.get(IMPORT_STATE, "complete")
-            _apply(client, found.experiment_id, writes, to_delete, previous, n_runs)
+            created = _apply(client, found.experiment_id, writes, to_delete, previous, n_runs)
+        path = sqlite_path(uri)
+        if path is not None:  # every run compared with its source or written from it: the ledger records them
+            others = set(plan.kept_others)
+            ledger.record_experiment(path, found.experiment_id, [*plan.verified, *created], keep=others)
     return plan
 
 
@@ -331,6 +341,7 @@ def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: b
             changed = verify.changed_values(old[0], rec, histories.get(old[0].info.run_id, []))
             if not changed:
                 plan.status[rec.key] = "unchanged"
+                plan.verified.append(old[0].info.run_id)
                 continue
             plan.notes.append(f"run {old[0].info.run_id} (key {rec.key}): {'; '.join(changed)}")
             plan.status[rec.key] = "repaired"
@@ -341,12 +352,13 @@ def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: b
             plan.status[rec.key] = "updated" if old else "created"
         writes.append((rec, digest, [run.info.run_id for run in old]))
     vanished = [] if keep_others else list(others)  # keys gone from the source
+    plan.kept_others = list(others) if keep_others else []
     plan.removed = [others[run_id] for run_id in vanished]
     n_runs = len(records) + (len(others) if keep_others else 0)
     return plan, writes, vanished + incomplete, n_runs
 
 
-def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str, n_runs: int) -> None:
+def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previous: str, n_runs: int) -> list[str]:
     """Write the planned runs, then delete what they replace, with the experiment marked `writing` meanwhile: a
     reader never takes a half-changed experiment for a whole one, and a failed write leaves it as it was."""
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "writing")
@@ -367,6 +379,7 @@ def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previou
     client.set_experiment_tag(experiment_id, IMPORT_RUNS, str(n_runs))  # a reader finding fewer: one was deleted
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "complete")
     _wrote()
+    return created
 
 
 # --------------------------------------------------------------------------------------------
@@ -386,7 +399,10 @@ def log_measured_run(rec: RunRecord, uri: str | None = None) -> str:
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
         experiment_id = ensure_experiment(client, uri, rec.experiment)
-        return _write_run(client, experiment_id, rec, rec.content_hash())
+        run_id = _write_run(client, experiment_id, rec, rec.content_hash())
+        if sqlite_path(uri) is not None:  # the run as written: the builder refuses it changed since
+            ledger.record_runs(sqlite_path(uri), [run_id])
+        return run_id
 
 
 def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | None = None, uri: str | None = None):
@@ -411,6 +427,9 @@ def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | N
         except MlflowException:
             raise StoreError(f"run {run_id} is not in the store {uri}") from None
         _check_seal(run)  # a run changed behind our back is not sealed again with the change in it
+        path = sqlite_path(uri)
+        if path is not None:
+            ledger.check_run(path, run_id)  # nor one that differs from its ledger entry
         now = int(time.time() * 1000)
         client.log_batch(
             run_id,
@@ -419,6 +438,8 @@ def log_metrics(run_id: str, metrics: dict[str, float], tags: dict[str, str] | N
         )
         run = client.get_run(run_id)
         client.set_tag(run_id, VALUES_HASH, values_digest(run.data.params, run.data.metrics, run.data.tags))
+        if path is not None:
+            ledger.record_runs(path, [run_id])
 
 
 def _check_seal(run) -> None:
