@@ -327,7 +327,11 @@ def underlay(root: Path, dests: list[str]) -> tuple[list[str], list[str]]:
 
 def sandbox_args(root: Path, binds: list[Bind], cwd: str) -> list[str]:
     """bwrap's arguments up to the command: the image read-only, the host's /dev, /proc and /sys, the binds."""
-    lay, split = underlay(root, ["/dev", "/proc", "/sys", *(b.dest for b in binds)])
+    # a bind inside another bind (a $HOME or current folder under /tmp) finds its mount point in that bind's
+    # source: it must not split the image's folder open, which would then be made read-only over the bind
+    dests = [b.dest for b in binds]
+    outer = [d for d in dests if not any(d != o and d.startswith(o.rstrip("/") + "/") for o in dests)]
+    lay, split = underlay(root, ["/dev", "/proc", "/sys", *outer])
     args = ["bwrap", "--die-with-parent", *lay, "--dev-bind", "/dev", "/dev", "--bind", "/proc", "/proc",
             "--ro-bind", "/sys", "/sys"]  # fmt: skip
     for bind in sorted(binds, key=lambda b: b.dest.count("/")):  # a folder before what is bound inside it

@@ -6,6 +6,7 @@ The CPU image's SIF is built and run in tests/integration/test_image_integration
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -307,6 +308,23 @@ def test_mount_points_the_image_lacks_split_their_folder_open(tmp_path):
     assert split == ["/", "/work"]
     assert args == ["--symlink", "usr/bin", "/bin", "--ro-bind", f"{tmp_path}/etc", "/etc",
                     "--ro-bind", f"{tmp_path}/work", "/work", "--tmpfs", "/work"]  # fmt: skip
+
+
+def test_a_bind_inside_another_bind_splits_nothing_open(tmp_path):
+    # a checkout and $HOME under /tmp: the image has /tmp, not /tmp/fc; /tmp is bound from the host, which has it.
+    # Splitting the image's /tmp open would end with --remount-ro /tmp over the host's /tmp (writes lost: found by
+    # make test on a clone under /tmp)
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "usr").mkdir()
+    binds = [sif_exec.Bind("/tmp", "/tmp"), sif_exec.Bind("/tmp/fc/home", "/tmp/fc/home"),
+             sif_exec.Bind("/srv/data", "/srv/data")]  # fmt: skip
+    args = sif_exec.sandbox_args(tmp_path, binds, "/tmp/fc")
+    pairs = list(itertools.pairwise(args))
+    assert ("--tmpfs", "/tmp") not in pairs and ("--remount-ro", "/tmp") not in pairs
+    assert ("--tmpfs", "/srv") not in pairs and ("--remount-ro", "/") in pairs  # /srv is missing under /: / splits
+    triples = list(zip(args, args[1:], args[2:]))
+    assert triples.index(("--bind", "/tmp", "/tmp")) < triples.index(("--bind", "/tmp/fc/home", "/tmp/fc/home"))
+    assert args[-2:] == ["--chdir", "/tmp/fc" if os.path.isdir("/tmp/fc") else "/"]
 
 
 # --------------------------------------------------------------------------------------------
