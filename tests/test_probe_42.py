@@ -328,3 +328,99 @@ def test_mlflow_is_told_not_to_print_a_view_run_line_per_run(monkeypatch, answer
     with pytest.raises(StoreError):
         check_server(answers_empty_json)
     assert os.environ["MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"] == "true"
+
+
+# ----------------------------------------------------------------------------------------------
+# item 6: a server that stops answering after the probes fails in one timeout, one line (was 70 s with MLflow's
+# retries and the clean-up calls of a write cut short)
+
+
+@pytest.fixture
+def answers_probes_then_hangs(monkeypatch):
+    """A real HTTP server on loopback that answers the store's probes as MLflow does, then never answers."""
+    import http.server
+    import threading
+
+    release = threading.Event()
+    experiments = {"experiments": [{"experiment_id": "1", "name": "x", "lifecycle_stage": "active", "tags": []}]}
+
+    class Probed(http.server.BaseHTTPRequestHandler):
+        def _send(self, code, body):
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if "experiments/search" in self.path:
+                return self._send(200, experiments)
+            if "experiments/get-by-name" in self.path:
+                return self._send(404, {"error_code": "RESOURCE_DOES_NOT_EXIST"})
+            release.wait(30)
+
+        def do_POST(self):
+            release.wait(30)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Probed)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "1")
+    monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    release.set()
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_server_that_stops_answering_a_read_is_one_line_within_the_timeout(answers_probes_then_hangs):
+    import time
+
+    from scalestudy.store import ServerGone, load_runs
+
+    started = time.monotonic()
+    with pytest.raises(ServerGone) as refused:
+        load_runs(answers_probes_then_hangs)
+    assert time.monotonic() - started < 5  # one wait of 1 s, no retries (MLflow's default 2 waited three times)
+    assert str(refused.value) == (
+        f"tracking server {answers_probes_then_hangs} stopped answering (no answer within 1 s, "
+        "SCALESTUDY_HTTP_TIMEOUT): start it again and run the command again; nothing was written"
+    )
+
+
+def test_a_server_that_stops_answering_a_write_is_one_line_without_clean_up_calls(answers_probes_then_hangs):
+    import time
+
+    from test_store_write_values import rec
+
+    from scalestudy.store import ServerGone, sync_experiment
+
+    started = time.monotonic()
+    with pytest.raises(ServerGone) as refused:
+        sync_experiment("x", [rec("a", 1, 100.0, experiment="x")], answers_probes_then_hangs)
+    assert time.monotonic() - started < 5
+    assert str(refused.value).startswith(
+        f"tracking server {answers_probes_then_hangs} stopped answering while being written (no answer within 1 s"
+    )
+    assert "an import cut short is completed by the next one" in str(refused.value)
+
+
+def test_a_server_gone_is_told_from_other_failures_through_mlflows_wrapping():
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    from scalestudy.store.address import server_gone
+
+    try:
+        try:
+            raise requests.exceptions.ReadTimeout("read timed out")
+        except requests.exceptions.ReadTimeout:
+            raise MlflowException("API request failed with exception ...")  # noqa: B904 (MLflow raises it so)
+    except MlflowException as wrapped:
+        assert server_gone(wrapped)
+    assert server_gone(requests.exceptions.ConnectionError("refused"))
+    assert not server_gone(MlflowException("RESOURCE_DOES_NOT_EXIST"))
+    assert not server_gone(ValueError("x"))

@@ -78,7 +78,7 @@ def test_an_mlflow_server_passes_the_probe_and_mlflows_retries_are_cut(server):
     assert handler.paths[0] == PROBE  # the trailing "/" of the URI is not doubled
     # then an experiment that does not exist, which MLflow answers 404 (issue 42: a server answering {} to all)
     assert handler.paths[1].startswith("/api/2.0/mlflow/experiments/get-by-name?experiment_name=scalestudy-probe-")
-    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "2"
+    assert os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] == "0"  # each retry would wait the timeout again
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "10"  # int(HTTP_TIMEOUT_S), the default 10 s
 
 
@@ -251,6 +251,8 @@ def test_a_measured_run_is_written_beside_the_store_with_its_hash_and_metric_poi
     experiment = client.get_experiment(run.info.experiment_id)
     root = Path(empty_store[len("sqlite:///") :]).parent / "store-artifacts"
     assert experiment.artifact_location == (root / "measured").resolve().as_uri()  # beside the store, not ./mlruns
+    # MLflow gives Default ./mlruns of the process that made the store (here the test's folder): re-pointed too
+    assert client.get_experiment("0").artifact_location == (root / "0").resolve().as_uri()
     (point,) = client.get_metric_history(run_id, "step_time_ms")
     assert (point.step, point.value) == (0, 81.25) and before_ms <= point.timestamp <= after_ms
 

@@ -13,6 +13,7 @@ import pytest
 
 from scalestudy.schema import RunRecord, SchemaError
 from scalestudy.store import StoreError, load_runs, relocate_artifacts, sync_experiment, sync_runs
+from scalestudy.store import artifacts as store_artifacts
 from scalestudy.store import write as store_write
 from scalestudy.store.address import HALF_MADE, half_made
 
@@ -127,13 +128,14 @@ def test_a_moved_store_has_its_artifact_locations_re_pointed(empty_store, tmp_pa
     moved.parent.mkdir()
     moved.write_bytes(Path(empty_store[len("sqlite:///") :]).read_bytes())
     uri = f"sqlite:///{moved}"
-    assert relocate_artifacts(uri) == 2  # the two experiments with a file:// location; Default has a plain path
+    assert relocate_artifacts(uri) == 3  # Default (MLflow's plain path, re-pointed when made) and the two others
     con = sqlite3.connect(moved)
     locations = dict(con.execute("SELECT name, artifact_location FROM experiments"))
     uris = [u for (u,) in con.execute("SELECT artifact_uri FROM runs")]
     con.close()
     root = (moved.parent / "copy-artifacts").resolve().as_uri()
     assert locations["unit"] == f"{root}/unit" and locations["other"] == f"{root}/other"
+    assert locations["Default"] == f"{root}/0"
     assert sorted(u.split("/artifacts")[0].rsplit("/", 1)[0] for u in uris) == [f"{root}/other", f"{root}/unit"]
     assert all(u.endswith("/artifacts") for u in uris)
     assert relocate_artifacts(uri) == 0  # nothing moved since
@@ -148,7 +150,7 @@ def test_a_store_of_an_mlflow_this_was_not_checked_against_is_left_alone(empty_s
     with con:
         con.execute("UPDATE alembic_version SET version_num = 'ffffffffffff'")
     before = list(con.execute("SELECT artifact_location FROM experiments ORDER BY experiment_id"))
-    assert store_write._relocate(moved, "moved-artifacts", (tmp_path / "moved-artifacts").as_uri()) == 0
+    assert store_artifacts._relocate(moved, "moved-artifacts", (tmp_path / "moved-artifacts").as_uri()) == 0
     assert list(con.execute("SELECT artifact_location FROM experiments ORDER BY experiment_id")) == before
     con.close()
 

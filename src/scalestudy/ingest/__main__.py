@@ -17,7 +17,15 @@ from pathlib import Path
 from .. import cli
 from ..config import CONF_DIR, experiment_users
 from ..schema import SchemaError
-from ..store import StoreError, check_records, describe_experiments, store_lock, sync_experiment, tracking_uri
+from ..store import (
+    ServerGone,
+    StoreError,
+    check_records,
+    describe_experiments,
+    store_lock,
+    sync_experiment,
+    tracking_uri,
+)
 from . import REFERENCE_DIR, experiment_description, read_source, reference_dir, registry
 
 
@@ -74,7 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     except StoreError as err:
         failed = next(n for n in parsed if n not in done)
         kept = f"{', '.join(done)} imported; " if done else ""
-        print(f"error: {cli.one_line(err)} ({kept}nothing of {failed} or later written)", file=sys.stderr)
+        left = (
+            f"{failed} marked as being written, nothing later"
+            if isinstance(err, ServerGone)
+            else (f"nothing of {failed} or later written")
+        )
+        print(f"error: {cli.one_line(err)} ({kept}{left})", file=sys.stderr)
         return 2
     return 0
 

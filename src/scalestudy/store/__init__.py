@@ -37,7 +37,7 @@ transaction; a moved store's artifacts), `views` (what the UI shows beside the r
 and saved views).
 """
 
-from .address import StoreError, artifact_root, check_uri, sqlite_path, tracking_uri
+from .address import ServerGone, StoreError, artifact_root, check_uri, sqlite_path, tracking_uri
 from .lock import store_lock
 from .read import load_runs, load_series, run_tag_values
 from .views import SAVED_VIEW_TAG, describe_experiments, save_views
@@ -53,6 +53,7 @@ from .write import (
 
 __all__ = [
     "SAVED_VIEW_TAG",
+    "ServerGone",
     "StoreError",
     "SyncPlan",
     "artifact_root",

@@ -6,6 +6,8 @@ import os
 import sqlite3
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -21,6 +23,44 @@ HTTP_TIMEOUT_S = float(os.environ.get("SCALESTUDY_HTTP_TIMEOUT", "10"))
 
 class StoreError(RuntimeError):
     """The tracking store cannot be read or written as asked (the message says which store and why)."""
+
+
+class ServerGone(StoreError):
+    """An http(s) store stopped answering while being written: nothing more can be sent to it, not even the
+    clean-up of a write cut short (the experiment stays marked `writing`; the next import completes it)."""
+
+
+def http_timeout() -> str:
+    """The seconds MLflow's client waits for an answer (check_server sets it from SCALESTUDY_HTTP_TIMEOUT)."""
+    return os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", f"{HTTP_TIMEOUT_S:g}")
+
+
+def server_gone(err: BaseException) -> bool:
+    """Whether `err` (or what it was raised while handling) is a connection to a tracking server that failed or
+    timed out: MLflow wraps requests' errors in an MlflowException without `from`, so the chain is followed."""
+    import requests
+
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, (requests.exceptions.ConnectionError, requests.exceptions.Timeout)):
+            return True
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return False
+
+
+@contextmanager
+def answering(uri: str) -> Iterator[None]:
+    """Reading through a tracking server: one that stops answering is one line naming it, not MLflow's traceback."""
+    try:
+        yield
+    except Exception as err:
+        if not server_gone(err):
+            raise
+        raise ServerGone(
+            f"tracking server {uri} stopped answering (no answer within {http_timeout()} s, "
+            "SCALESTUDY_HTTP_TIMEOUT): start it again and run the command again; nothing was written"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------------
@@ -88,7 +128,9 @@ def check_writable(path: Path) -> None:
 
 def check_server(uri: str) -> None:
     """Fail in seconds, not minutes, when nothing answers at an http(s) store, or what answers is not MLflow."""
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    # No retries: each would wait the timeout again (a hung server took 70 s to fail with MLflow's default 2 and its
+    # clean-up calls); an import cut short is completed by the next one, so failing at once loses nothing
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(HTTP_TIMEOUT_S)))
     # MLflow prints two "View run ... at" lines per run written to a server (and asks the server for the run to
     # do so): some 1,500 lines per `make import`; our own summary says what was written

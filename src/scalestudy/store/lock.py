@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..schema import SchemaError
-from .address import StoreError, check_writable, sqlite_path
+from .address import ServerGone, StoreError, check_writable, http_timeout, server_gone, sqlite_path
 
 NETWORK_FILE_SYSTEMS = ("nfs", "nfs4", "lustre", "gpfs", "beegfs", "cifs", "smb3", "smbfs", "ceph", "glusterfs")
 LOCK_TIMEOUT_S = float(os.environ.get("SCALESTUDY_LOCK_TIMEOUT", "900"))
@@ -56,6 +56,12 @@ def as_store_error(uri: str) -> Iterator[None]:
     except (StoreError, SchemaError):
         raise
     except Exception as err:
+        if server_gone(err):
+            raise ServerGone(
+                f"tracking server {uri} stopped answering while being written (no answer within {http_timeout()} s, "
+                "SCALESTUDY_HTTP_TIMEOUT): start it again and run the command again (an import cut short is "
+                "completed by the next one; until then the builder refuses its experiment)"
+            ) from None
         reason = " ".join(str(err).split())[:300]
         if "database or disk is full" in reason or getattr(err, "errno", None) == errno.ENOSPC:
             path = sqlite_path(uri)

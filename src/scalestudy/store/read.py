@@ -24,6 +24,7 @@ from .address import (
     IMPORT_STATE,
     KNOWN_SCHEMA_REVISIONS,
     StoreError,
+    answering,
     check_server,
     check_uri,
     half_made,
@@ -245,7 +246,8 @@ def load_runs(uri: str | None = None, *, via_api: bool = False, sealed: bool = T
                 table.attrs["reader"] = "sqlite"
                 return table
             log.warning("MLflow schema of %s is not one this reader knows; reading through the MLflow API", path)
-        table = _read_api(uri, sealed)
+        with answering(uri):
+            table = _read_api(uri, sealed)
     table.attrs["reader"] = "api"
     return table
 
@@ -276,13 +278,14 @@ def load_series(run_ids: Iterable[str], names: Iterable[str], uri: str | None = 
                 )
             finally:
                 con.close()
-        client = reader(uri)
-        rows = [
-            {"run_id": r, "key": k, "step": m.step, "timestamp_ms": m.timestamp, "value": m.value}
-            for r in run_ids
-            for k in names
-            for m in client.get_metric_history(r, k)
-        ]
+        with answering(uri):
+            client = reader(uri)
+            rows = [
+                {"run_id": r, "key": k, "step": m.step, "timestamp_ms": m.timestamp, "value": m.value}
+                for r in run_ids
+                for k in names
+                for m in client.get_metric_history(r, k)
+            ]
     return pd.DataFrame(rows, columns=columns).sort_values(columns[:4], kind="stable").reset_index(drop=True)
 
 
@@ -294,7 +297,7 @@ def run_tag_values(experiment: str, key: str, uri: str | None = None) -> list[st
     path = sqlite_path(uri)
     if path is not None and not path.is_file():
         return []
-    with store_lock(uri, write=False):
+    with store_lock(uri, write=False), answering(uri):
         client = reader(uri)
         found = client.get_experiment_by_name(experiment)
         if found is None or found.lifecycle_stage != "active":

@@ -5,11 +5,9 @@ experiment `writing` while its runs change and `complete` after."""
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import signal
-import sqlite3
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,21 +22,20 @@ from .address import (
     CONTENT_HASH,
     IMPORT_RUNS,
     IMPORT_STATE,
-    KNOWN_SCHEMA_REVISIONS,
     StoreError,
     artifact_root,
     check_server,
     check_uri,
     check_writable,
     half_made,
+    server_gone,
     sqlite_path,
     tracking_uri,
 )
+from .artifacts import relocate_artifacts
 from .lock import as_store_error, store_lock
 from .read import reader, search_all
 from .seal import VALUES_HASH, changed_parts, expected_values, values_digest
-
-log = logging.getLogger(__name__)
 
 
 def client_for(uri: str):
@@ -75,48 +72,6 @@ def _remake_half_made(path: Path) -> None:
             leftover.unlink(missing_ok=True)
         print(f"store {path} was half-made ({why}: an import stopped while MLflow created its tables); "
               "made again", file=sys.stderr)  # fmt: skip
-
-
-def relocate_artifacts(uri: str) -> int:
-    """Re-point the artifact locations of a SQLite store that moved (a copied checkout) to the folder beside it.
-
-    MLflow keeps absolute locations; without this a moved store's runs would write into the old place. Returns
-    how many experiments were re-pointed (0 when nothing moved)."""
-    path, root = sqlite_path(uri), artifact_root(uri)
-    if path is None or not path.exists() or not os.access(path, os.W_OK):
-        return 0
-    new = root.as_uri()
-    with store_lock(uri, write=True):
-        return _relocate(path, root.name, new)
-
-
-def _relocate(path: Path, folder: str, new: str) -> int:
-    """Point every experiment's file:// artifact location (and its runs' artifact URIs) into `new`, the folder
-    beside the store, keeping its last component: a store moved, or copied under another file name, writes its
-    artifacts beside itself, never into the original's folder."""
-    con = sqlite3.connect(path, timeout=60)
-    try:
-        if con.execute("SELECT version_num FROM alembic_version").fetchone()[0] not in KNOWN_SCHEMA_REVISIONS:
-            return 0
-        moved = []
-        for experiment_id, location in con.execute("SELECT experiment_id, artifact_location FROM experiments"):
-            head, _, last = (location or "").rstrip("/").rpartition("/")
-            if location and location.startswith("file://") and head != new and last:
-                moved.append((experiment_id, location.rstrip("/"), f"{new}/{last}"))
-        if moved:
-            log.warning("store %s moved: artifact locations of %d experiment(s) -> %s", path, len(moved), new)
-        with con:
-            for experiment_id, old, target in moved:
-                con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?",
-                            (target, experiment_id))  # fmt: skip
-                con.execute(
-                    "UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?)"
-                    " WHERE experiment_id = ? AND substr(artifact_uri, 1, ?) = ?",
-                    (target, len(old) + 1, experiment_id, len(old) + 1, old + "/"),
-                )
-        return len(moved)  # experiments re-pointed
-    finally:
-        con.close()
 
 
 EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@,()-]{0,199}$")
@@ -368,7 +323,9 @@ def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previou
         for rec, digest, replaced in plan:
             created.append(_write_run(client, experiment_id, rec, digest))
             to_delete += replaced
-    except BaseException:
+    except BaseException as err:
+        if server_gone(err):  # each clean-up call would wait the timeout too: the next import does it
+            raise
         for run_id in created:
             client.delete_run(run_id)
         client.set_experiment_tag(experiment_id, IMPORT_STATE, previous)  # as it was before
