@@ -119,6 +119,20 @@ def test_a_renamed_run_is_refused_and_its_name_repaired(empty_store):
     assert set(load_runs(empty_store).run_name) == {r.run_name for r in RECORDS}
 
 
+def test_an_experiment_renamed_through_the_api_is_refused_and_named_back(empty_store):
+    """The UI's rename of a published experiment: refused, then the import gives the name back (it made a second
+    experiment of that name before, and the builder stayed blocked)."""
+    ids = imported(empty_store)
+    mlflow = client(empty_store)
+    experiment_id = mlflow.get_experiment_by_name("unit").experiment_id
+    mlflow.rename_experiment(experiment_id, "fake")
+    assert refusal(empty_store) == f"experiment unit (id {experiment_id}) was renamed 'fake': {PUBLISHED}"
+    assert repair(empty_store) == ["experiment unit was renamed 'fake' outside an import: named back"]
+    assert mlflow.get_experiment(experiment_id).name == "unit" and mlflow.get_experiment_by_name("fake") is None
+    assert sorted(load_runs(empty_store).run_id) == sorted(ids.values())  # the same runs, no second experiment
+    assert repair(empty_store) == []
+
+
 def test_a_run_deleted_with_the_run_count_tag_lowered_is_refused_by_the_run_set(empty_store):
     """Case 3c: two API calls, no hash to forge: the run deleted and the experiment's count tag lowered."""
     ids = imported(empty_store)

@@ -322,6 +322,25 @@ def record_experiment(path: Path, experiment_id: str, verified: Iterable[str], k
         con.close()
 
 
+def renamed(path: Path, name: str) -> tuple[str, str] | None:
+    """(id, name it has now) of the experiment the ledger records as `name` when the store holds it under another
+    name and none under `name` (renamed through the API); else None."""
+    if not path.is_file():
+        return None
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60)
+    try:
+        if not has_ledger(con) or con.execute("SELECT 1 FROM experiments WHERE name = ?", (name,)).fetchone():
+            return None
+        row = con.execute(
+            f"SELECT e.experiment_id, e.name FROM {EXPERIMENTS} l JOIN experiments e"
+            " ON e.experiment_id = l.experiment_id WHERE l.name = ? AND e.name != l.name",
+            (name,),
+        ).fetchone()
+        return None if row is None else (str(row[0]), row[1])
+    finally:
+        con.close()
+
+
 def _kept(con: sqlite3.Connection, run_id: str) -> tuple[str, str]:
     row = con.execute("SELECT name FROM runs WHERE run_uuid = ?", (run_id,)).fetchone()
     source = con.execute("SELECT value FROM tags WHERE run_uuid = ? AND key = 'source'", (run_id,)).fetchone()

@@ -248,11 +248,14 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
             return _plan(client, uri, found, records, keep_others, claim)[0]
     with store_lock(uri, write=True), as_store_error(uri):
         client = client_for(uri)
+        named_back = _undo_rename(client, uri, experiment)
         before = client.get_experiment_by_name(experiment)
         found = client.get_experiment(ensure_experiment(client, uri, experiment))
         plan, writes, to_delete, n_runs = _plan(client, uri, found, records, keep_others, claim)
         if before is not None and before.lifecycle_stage != "active":
             plan.notes.insert(0, f"experiment {experiment} was deleted outside an import: restored with its runs")
+        if named_back:
+            plan.notes.insert(0, f"experiment {experiment} was renamed {named_back!r} outside an import: named back")
         stale = found.tags.get(IMPORT_STATE) != "complete" or found.tags.get(IMPORT_RUNS) != str(n_runs)
         created: list[str] = []
         if writes or to_delete or stale:
@@ -263,6 +266,17 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
             others = set(plan.kept_others)
             ledger.record_experiment(path, found.experiment_id, [*plan.verified, *created], keep=others)
     return plan
+
+
+def _undo_rename(client, uri: str, experiment: str) -> str | None:
+    """Give back its name to an experiment renamed through the API (the ledger knows it by its id); the name it
+    had been given, or None."""
+    path = sqlite_path(uri)
+    found = ledger.renamed(path, experiment) if path is not None else None
+    if found is None:
+        return None
+    client.rename_experiment(found[0], experiment)
+    return found[1]
 
 
 def _plan(client, uri: str, experiment, records: list[RunRecord], keep_others: bool, claim: Claim | None):
