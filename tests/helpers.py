@@ -3,8 +3,10 @@ conftest.py."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +44,19 @@ def shared_reference(*needed: str) -> Path | None:
     candidates = [Path(os.environ["SCALESTUDY_DATA_MIRROR"])] if os.environ.get("SCALESTUDY_DATA_MIRROR") else []
     candidates += [parent / "shared" / "reference" for parent in REPO.parents]
     return next((c for c in candidates if all((c / n).is_dir() for n in needed)), None)
+
+
+def log_text(data: bytes) -> bytes:
+    """A log's text as `python -m scalestudy.ingest logs` keys it, made here another way than the importer's
+    ingest.logs.log_text: every blank (space, tab, \\r, \\v, \\f) before a line's end removed, a final \\n added
+    where the last line has none. A \\r inside a line (a progress bar's) stays."""
+    text = re.sub(rb"[ \t\r\v\f]+$", b"", data, flags=re.MULTILINE)
+    return text if not text or text.endswith(b"\n") else text + b"\n"
+
+
+def log_text_sha256(path: Path) -> str:
+    """SHA-256 of a log file's text (`log_text`): the digest in the key of its runs (`sha256:<this>#N`)."""
+    return hashlib.sha256(log_text(path.read_bytes())).hexdigest()
 
 
 def default_mirror() -> Path | None:

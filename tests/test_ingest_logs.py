@@ -15,7 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import shared_reference
+from helpers import log_text, log_text_sha256, shared_reference
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, detect, device_name, read_logs, user_source
@@ -267,10 +267,10 @@ def test_tf_cnn_json_folder_gives_its_average_examples_per_sec():
         "platform": "4x GeForce GTX 980 Ti, Intel(R) Xeon(R) CPU E7-4830 v3 @ 2.10GHz",
     }  # fmt: skip
     assert rec.tags["machine_gpus"] == "4"
-    # the run's key is its files' content, not the folder's name
+    # the run's key is its files' content (their text), not the folder's name
     digest = hashlib.sha256()
     for name in ("benchmark.log", "metric.log"):
-        data = (TF_JSON / name).read_bytes()
+        data = log_text((TF_JSON / name).read_bytes())
         digest.update(f"{name}\0{len(data)}\0".encode() + data)
     assert rec.tags["source_line"] == "metric.log:52" and rec.key == f"sha256:{digest.hexdigest()}"
     # the same run whether the folder, the file or the folder above is given; --platform wins over the log
@@ -333,7 +333,7 @@ def test_mlperf_result_with_its_system_description():
         "batch_per_worker": 408, "platform": "dgxa100_ngc21.05_mxnet", "epochs": 35,
     }  # fmt: skip
     assert rec.status == "FINISHED" and rec.tags["source_line"] == "result_0.txt:1393"
-    assert rec.key == f"sha256:{sha256(MLPERF_RESULT)}"  # its content, not its name (every result is result_N.txt)
+    assert rec.key == f"sha256:{log_text_sha256(MLPERF_RESULT)}"  # its text, not its name (all are result_N.txt)
     # where each number was read: the log (d_batch_size at 433 gives 3264 / 408 = 8 GPUs: the log's own count
     # wins over the system file's 1 x 8) and the system description (accelerator_model_name at its line 21)
     lines = dict(item.split(": ", 1) for item in rec.tags["source_lines"].split("; "))

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import REPO, shared_reference
+from helpers import REPO, log_text_sha256, shared_reference
 
 from scalestudy.ingest.logs import LogOptions, command, read_logs, user_source
 from scalestudy.schema import DESCRIPTION_TAG, RunRecord
@@ -117,7 +117,7 @@ def test_dry_run_table_and_summary_with_every_status_and_duplicates(logs, capsys
         "copies/c5.txt                                                            duplicate of ok.txt",
         "copies/c6.txt                                                            duplicate of ok.txt",
         "4 runs (1 failed) from 4 file(s) would be in experiment 'mine': 1 created, 1 updated, 1 unchanged, "
-        "0 removed, 6 duplicates, 1 incomplete runs repaired; duplicates (same bytes, not imported twice): "
+        "0 removed, 6 duplicates, 1 incomplete runs repaired; duplicates (same text, not imported twice): "
         "copies/c1.txt = ok.txt, copies/c2.txt = ok.txt, copies/c3.txt = ok.txt, copies/c4.txt = ok.txt, "
         "copies/c5.txt = ok.txt and 1 more; nothing written (--dry-run)",
     ]
@@ -128,7 +128,7 @@ def test_dry_run_table_and_summary_with_every_status_and_duplicates(logs, capsys
     assert (code, err) == (0, "")
     assert out == (
         "4 runs (1 failed) from 4 file(s) in experiment 'mine': 1 created, 1 updated, 1 unchanged, 0 removed, "
-        "6 duplicates, 1 incomplete runs repaired; duplicates (same bytes, not imported twice): copies/c1.txt = "
+        "6 duplicates, 1 incomplete runs repaired; duplicates (same text, not imported twice): copies/c1.txt = "
         "ok.txt, copies/c2.txt = ok.txt, copies/c3.txt = ok.txt, copies/c4.txt = ok.txt, copies/c5.txt = ok.txt "
         "and 1 more\n"
     )
@@ -151,7 +151,7 @@ def test_dry_run_table_and_summary_with_every_status_and_duplicates(logs, capsys
                        "--platform", "p", "--dry-run")  # fmt: skip
     assert out.splitlines()[-1] == (
         "4 runs (1 failed) from 4 file(s) would be in experiment 'mine': 0 created, 0 updated, 4 unchanged, "
-        "0 removed, 5 duplicates; duplicates (same bytes, not imported twice): copies/c1.txt = ok.txt, "
+        "0 removed, 5 duplicates; duplicates (same text, not imported twice): copies/c1.txt = ok.txt, "
         "copies/c2.txt = ok.txt, copies/c3.txt = ok.txt, copies/c4.txt = ok.txt, copies/c5.txt = ok.txt; "
         "nothing written (--dry-run)"
     )
@@ -211,7 +211,7 @@ def _old_runs(names: dict[int, dict[str, str | None]], experiment: str = "mine")
 def test_replace_names_the_removed_runs_by_path_line_or_key(logs, capsys, empty_store):
     """--replace removes the experiment's runs that the logs given do not hold; the summary names them by log_path,
     else source_line, else their key, sorted, five of them and 'and N more'."""
-    digest = sha256(TRACE)
+    digest = log_text_sha256(TRACE)
     old = _old_runs({
         1: {"log_path": "t6.txt"}, 2: {"log_path": "t5.txt"}, 3: {"log_path": "t4.txt"},
         4: {"log_path": None},  # its source_line stays: `benchmark_batch_inception3_az-2xm-60.txt:217`
@@ -467,7 +467,7 @@ def test_table_and_summary_functions_of_a_plan(logs):
     for dry, verb in ((True, "would be in"), (False, "in")):
         assert command._summary(found, plan, "my exp", dry) == (
             f"4 runs (1 failed) from 4 file(s) {verb} experiment 'my exp': 1 created, 0 updated, 1 unchanged, "
-            f"6 removed, 7 duplicates, 3 incomplete runs repaired; duplicates (same bytes, not imported twice): "
+            f"6 removed, 7 duplicates, 3 incomplete runs repaired; duplicates (same text, not imported twice): "
             f"{duplicates}{removed}"
         )
     # nothing removed, repaired nor duplicated: the plain line

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import shared_reference
+from helpers import log_text_sha256, shared_reference
 
 from scalestudy.ingest.__main__ import main
 from scalestudy.ingest.logs import LogOptions, read_logs, scan_logs, user_source
@@ -244,13 +244,13 @@ def test_mlperf_results_of_different_systems_imported_one_call_at_a_time(empty_s
     runs = _by_key(uri)
     assert len(runs) == 3
     for path, expected in ((NVIDIA, NVIDIA_RUN), (DELL, DELL_RUN), (DELLEMC, DELLEMC_RUN)):
-        assert run_values(runs.loc[f"sha256:{sha256(path)}"]) == expected
+        assert run_values(runs.loc[f"sha256:{log_text_sha256(path)}"]) == expected
     ids = runs["run_id"].to_dict()
     # all again in one call, and the NVIDIA log again from another tree (../logs holds the same bytes): nothing
     # changes; the two NVIDIA copies given together are one run, the summary says so
     _, out, _ = _import(capsys, str(SAMPLE_NVIDIA), str(DELL), str(NVIDIA), "--experiment", "mine")
     assert "from 2 file(s) in experiment 'mine': 0 created, 0 updated, 2 unchanged, 0 removed, 1 duplicates" in out
-    assert f"duplicates (same bytes, not imported twice): {NVIDIA} = {SAMPLE_NVIDIA}" in out
+    assert f"duplicates (same text, not imported twice): {NVIDIA} = {SAMPLE_NVIDIA}" in out
     assert ": 0 created, 0 updated, 1 unchanged" in _import(capsys, str(DELLEMC), "--experiment", "mine",
                                                             "--workers", "4")[1]  # fmt: skip
     assert _by_key(uri)["run_id"].to_dict() == ids
@@ -292,7 +292,7 @@ def test_replace_and_dry_run(empty_store, tmp_path, monkeypatch, capsys):
     _, out, _ = _import(capsys, str(DELL), "--experiment", "mine", "--replace")
     assert out.rstrip().endswith(f"0 created, 0 updated, 1 unchanged, 1 removed, 0 duplicates; removed: "
                                  f"{TF_JSON / 'metric.log'}")  # fmt: skip
-    assert list(_by_key(uri).index) == [f"sha256:{sha256(DELL)}"]
+    assert list(_by_key(uri).index) == [f"sha256:{log_text_sha256(DELL)}"]
 
 
 def test_runs_keyed_by_file_name_before_are_repaired_without_duplicates(empty_store, monkeypatch, capsys):
@@ -306,7 +306,7 @@ def test_runs_keyed_by_file_name_before_are_repaired_without_duplicates(empty_st
     records = []
     for path, name in old_keys.items():
         for rec in read_logs([path], options(platform="az") if path == TRACE else options()):
-            tags = {k: v for k, v in rec.tags.items() if k not in ("log_sha256", "log_path")}
+            tags = {k: v for k, v in rec.tags.items() if k not in ("log_sha256", "log_bytes_sha256", "log_path")}
             tags.update(imported_by="python -m scalestudy.ingest logs", dataset="mine")
             number = rec.key.partition("#")[2]
             records.append(RunRecord("mine", f"{name}#{number}" if number else name, rec.params, rec.metrics, tags,
@@ -320,12 +320,12 @@ def test_runs_keyed_by_file_name_before_are_repaired_without_duplicates(empty_st
     runs = _by_key(uri)
     assert len(runs) == 7 and runs.index.str.startswith("sha256:").sum() == 6
     assert sorted(runs["throughput_total"]) == sorted(old["throughput_total"])
-    assert runs.loc[f"sha256:{sha256(TRACE)}#3", "throughput_total"] == 95.43  # trace line 162
+    assert runs.loc[f"sha256:{log_text_sha256(TRACE)}#3", "throughput_total"] == 95.43  # trace line 162
     # the MLPerf log, given now from the corpus (the same bytes elsewhere): its old run is repaired, not doubled
     assert ": 0 created, 1 updated, 0 unchanged" in _import(capsys, str(NVIDIA), "--experiment", "mine")[1]
     runs = _by_key(uri)
     assert len(runs) == 7 and runs.index.str.startswith("sha256:").sum() == 7
-    assert round(runs.loc[f"sha256:{sha256(NVIDIA)}", "throughput_run"], 1) == 26001.6
+    assert round(runs.loc[f"sha256:{log_text_sha256(NVIDIA)}", "throughput_run"], 1) == 26001.6
     # once repaired, a re-import changes nothing (each file with its options: --platform would apply to both)
     assert ": 0 created, 0 updated, 6 unchanged" in _import(capsys, str(TRACE), "--experiment", "mine",
                                                             "--platform", "az")[1]  # fmt: skip
@@ -336,7 +336,7 @@ def test_republished_copies_in_folders_are_one_run():
     other = CORPUS / "v3.0/Dell/results/XE8545x4A100-SXM-80GB/resnet/result_0.txt"
     found = scan_logs([DELL.parents[1], DELL_AGAIN.parents[1], other.parents[1]], options())
     # v2.0's 40GB log again in v2.1 (the same sha256 in manifest.csv): one run; v3.0's 80GB system is another log
-    assert [r.key for r in found.records] == [f"sha256:{sha256(DELL)}", f"sha256:{sha256(other)}"]
+    assert [r.key for r in found.records] == [f"sha256:{log_text_sha256(DELL)}", f"sha256:{log_text_sha256(other)}"]
     assert found.duplicates == [(DELL_AGAIN, DELL)]
     assert found.records[1].params["platform"] == "XE8545x4A100-SXM-80GB"
 

@@ -14,13 +14,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import shared_reference
+from helpers import log_text, shared_reference
 
 from scalestudy.ingest import logs
 from scalestudy.ingest.logs import (
     LogImport,
     LogOptions,
     LogRecord,
+    bytes_digest,
     content_digest,
     detect,
     device_name,
@@ -70,6 +71,7 @@ def test_user_source_and_run_tags_of_a_users_log(tmp_path):
         "log_format": "tf_cnn_text", "log_file": "run.log",
         "source_lines": "throughput_total: run.log:7; device: sys.json:21",
         "log_path": str(log), "log_sha256": sha256(b"total images/sec: 1\n"),
+        "log_bytes_sha256": sha256(b"total images/sec: 1\n"),
     }  # fmt: skip
     with_url = LogOptions(source=user_source("mine", url="https://example.org"))
     assert run_tags(with_url, log, 1, {}, "mlperf")["source_url"] == "https://example.org"
@@ -78,7 +80,7 @@ def test_user_source_and_run_tags_of_a_users_log(tmp_path):
     assert keyed_by_name(by_name, log) and "log_path" not in run_tags(by_name, log, 1, {}, "mlperf")
     in_folder = LogOptions(source=user_source("mine"), key_prefix={tmp_path: "runs"})
     assert keyed_by_name(in_folder, log) and not keyed_by_name(in_folder, tmp_path / "sub" / "run.log")
-    assert "log_sha256" not in run_tags(in_folder, log, 1, {}, "mlperf")
+    assert not {"log_sha256", "log_bytes_sha256"} & set(run_tags(in_folder, log, 1, {}, "mlperf"))
 
 
 def test_run_tags_of_a_reference_datasets_log(tmp_path):
@@ -99,15 +101,20 @@ def test_run_tags_of_a_reference_datasets_log(tmp_path):
 
 
 def test_content_digest_and_run_key_of_a_file_and_a_tf_cnn_json_folder(tmp_path):
-    # a folder: benchmark.log then metric.log, each as `name NUL length NUL bytes`
+    # a folder: benchmark.log then metric.log, each as `name NUL length NUL text` (these two are clean: their
+    # text is their bytes)
     bench, metric = (TF_JSON / "benchmark.log").read_bytes(), (TF_JSON / "metric.log").read_bytes()
+    assert (log_text(bench), log_text(metric)) == (bench, metric)
     folder = sha256(b"benchmark.log\0%d\0" % len(bench) + bench + b"metric.log\0%d\0" % len(metric) + metric)
-    assert content_digest(TF_JSON) == folder
-    assert content_digest(TRACE) == sha256(TRACE.read_bytes())
+    assert content_digest(TF_JSON) == folder == bytes_digest(TF_JSON)
+    # the trace: 30 of its lines end in blanks; its key is its text's, its bytes' digest another
+    trace_text = log_text(TRACE.read_bytes())
+    assert len(trace_text) < len(TRACE.read_bytes())
+    assert (content_digest(TRACE), bytes_digest(TRACE)) == (sha256(trace_text), sha256(TRACE.read_bytes()))
     options = LogOptions(source=user_source("mine"))
-    assert run_key(options, TRACE) == f"sha256:{sha256(TRACE.read_bytes())}"
-    assert run_key(options, TRACE, 3) == f"sha256:{sha256(TRACE.read_bytes())}#3"
-    assert run_key(options, TRACE, 0) == f"sha256:{sha256(TRACE.read_bytes())}#0"
+    assert run_key(options, TRACE) == f"sha256:{sha256(trace_text)}"
+    assert run_key(options, TRACE, 3) == f"sha256:{sha256(trace_text)}#3"
+    assert run_key(options, TRACE, 0) == f"sha256:{sha256(trace_text)}#0"
     named = LogOptions(source=user_source("mine"), key_prefix={TRACE: "trace.txt"})
     assert (run_key(named, TRACE), run_key(named, TRACE, 2)) == ("trace.txt", "trace.txt#2")
     # tags of the folder's metric.log name the folder's digest
@@ -116,6 +123,8 @@ def test_content_digest_and_run_key_of_a_file_and_a_tf_cnn_json_folder(tmp_path)
     # a folder with metric.log alone is no tf_cnn_benchmarks folder: its file's own digest
     (tmp_path / "metric.log").write_bytes(metric)
     assert run_tags(options, tmp_path / "metric.log", 1, {}, "tf_cnn_json")["log_sha256"] == sha256(metric)
+    trace_tags = run_tags(options, TRACE, 1, {}, "tf_cnn_text")
+    assert (trace_tags["log_sha256"], trace_tags["log_bytes_sha256"]) == (sha256(trace_text), bytes_digest(TRACE))
 
 
 def test_log_record_and_its_content_hash():
@@ -124,18 +133,20 @@ def test_log_record_and_its_content_hash():
     rec = log_record(options, TRACE, 2, params=params, metrics={"throughput_total": 1.5}, tags={"a": "1"},
                      where="t.txt:9", status="FAILED", start_ms=10, end_ms=20)  # fmt: skip
     assert type(rec) is LogRecord
+    key = f"sha256:{sha256(log_text(TRACE.read_bytes()))}#2"
     assert (rec.experiment, rec.key, rec.params, rec.metrics, rec.tags, rec.status, rec.start_ms, rec.end_ms,
-            rec.where) == ("mine", f"sha256:{sha256(TRACE.read_bytes())}#2", params, {"throughput_total": 1.5},
-                           {"a": "1"}, "FAILED", 10, 20, "t.txt:9")  # fmt: skip
+            rec.where) == ("mine", key, params, {"throughput_total": 1.5}, {"a": "1"}, "FAILED", 10, 20,
+                           "t.txt:9")  # fmt: skip
     default = log_record(options, TRACE, None, params=params, metrics={}, tags={}, where="w")
     assert (default.status, default.start_ms, default.end_ms) == ("FINISHED", None, None)
     named = log_record(LogOptions(source=user_source("mine"), key_prefix={TRACE: "t"}), TRACE, None, params=params,
                        metrics={}, tags={}, where="w")  # fmt: skip
     assert type(named) is RunRecord and named.key == "t"
-    # the content hash leaves out where the file was found, and nothing else
+    # the content hash leaves out where the file was found and which copy of its text was read, and nothing else
     base = {"a": "1", "log_path": "x/t.txt", "log_file": "t.txt", "source_line": "t.txt:9"}
     moved = dict(base, log_path="y/t.txt", log_file="u.txt", source_line="u.txt:9", source_lines="s",
-                 system_description="d", import_warning="w", **{DESCRIPTION_TAG: "text"})  # fmt: skip
+                 system_description="d", import_warning="w", log_bytes_sha256="b",
+                 **{DESCRIPTION_TAG: "text"})  # fmt: skip
 
     def rec_with(tags):
         return LogRecord("mine", "k", params, {"throughput_total": 1.5}, tags, where="w")
@@ -144,6 +155,7 @@ def test_log_record_and_its_content_hash():
     assert rec_with(base).content_hash() == RunRecord("mine", "k", params, {"throughput_total": 1.5}, {"a": "1"},
                                                       where="w").content_hash()  # fmt: skip
     assert rec_with(dict(base, a="2")).content_hash() != rec_with(base).content_hash()
+    assert rec_with(dict(base, log_sha256="t")).content_hash() != rec_with(base).content_hash()  # the text's
     assert rec_with(base).tags == base  # left as it was
 
 

@@ -20,7 +20,7 @@ KERAS = SHARED / "keras-multi-gpu-2017" if SHARED else Path()
 AZ = KERAS / "benchmark_inception3_resnet50_results_az-2x-m60.txt"
 G7 = KERAS / "benchmark_inception3_resnet50_results_7gforce.txt"
 COMMAND = "python ../../keras_tf_multigpu/examples/benchmark_inception3_resnet50.py -a inception3 -m kuza55"
-OWN = ("log_path", "log_sha256", "mlflow.note.content")
+OWN = ("log_path", "log_sha256", "log_bytes_sha256", "mlflow.note.content")
 
 
 def options(**given) -> LogOptions:

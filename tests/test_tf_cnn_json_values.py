@@ -26,7 +26,11 @@ def options(**given) -> LogOptions:
 
 def test_real_folder_every_tag_and_time():
     (rec,) = parse(REAL, options())
-    tags = {k: v for k, v in rec.tags.items() if k not in ("log_path", "log_sha256", "mlflow.note.content")}
+    tags = {
+        k: v
+        for k, v in rec.tags.items()
+        if k not in ("log_path", "log_sha256", "log_bytes_sha256", "mlflow.note.content")
+    }
     assert tags == {
         "batch_global": "64",  # benchmark.log:1 run_parameters batch_size long_value 64
         "citation": "benchmark logs imported into logs-test",
@@ -216,7 +220,8 @@ def test_given_options_win_and_keep_the_logs_values_in_tags():
     }  # fmt: skip
     # the log's own: tensorflow (the format's), GTX 980 Ti (gpu_info.model), synthetic (dataset.name 'imagenet
     # (synthetic)'), the machine machine_config describes
-    assert {k: v for k, v in rec.tags.items() if k.startswith("log_") and k not in ("log_path", "log_sha256")} == {
+    digests = ("log_path", "log_sha256", "log_bytes_sha256")
+    assert {k: v for k, v in rec.tags.items() if k.startswith("log_") and k not in digests} == {
         "log_format": "tf_cnn_json", "log_file": "metric.log", "log_framework": "tensorflow",
         "log_device": "GTX 980 Ti", "log_data": "synthetic", "log_platform": MACHINE,
     }  # fmt: skip

@@ -47,7 +47,11 @@ def test_replicated_nccl_run_every_tag(trace_lines):
         "data": "synthetic", "batch_per_worker": 32, "platform": "az-2x-m60", "variable_update": "replicated (nccl)",
     }  # fmt: skip
     assert rec.metrics == {"throughput_total": 94.57}  # :217
-    tags = {k: v for k, v in rec.tags.items() if k not in ("log_path", "log_sha256", "mlflow.note.content")}
+    tags = {
+        k: v
+        for k, v in rec.tags.items()
+        if k not in ("log_path", "log_sha256", "log_bytes_sha256", "mlflow.note.content")
+    }
     assert tags == {
         "batch_global": "64",  # :193 `Batch size:  64 global`
         "citation": "benchmark logs imported into logs-test",

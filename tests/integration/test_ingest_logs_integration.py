@@ -3,7 +3,7 @@ conftest.py."""
 
 from __future__ import annotations
 
-from helpers import raw_dir, run_module
+from helpers import log_text_sha256, raw_dir, run_module
 from test_ingest_logs import KERAS_AZ_RUNS, TRACE_RUNS, sha256
 
 from scalestudy.store import load_runs
@@ -22,7 +22,7 @@ def test_cli_imports_reimports_unchanged_and_writes_nothing_on_bad_input(tmp_pat
     assert "0 created, 0 updated, 18 unchanged, 0 removed, 0 duplicates" in again.stdout
     runs = load_runs(uri)
     assert sorted(runs["throughput_total"]) == sorted([v for *_, v in KERAS_AZ_RUNS] + [v for _, _, v, _ in TRACE_RUNS])
-    row = runs[runs["import_key"] == f"sha256:{sha256(trace)}#3"].iloc[0]
+    row = runs[runs["import_key"] == f"sha256:{log_text_sha256(trace)}#3"].iloc[0]
     assert (row["variable_update"], row["throughput_total"], row["source_line"]) == (
         "parameter_server (cpu)", 95.43, f"{trace.name}:162"
     )  # fmt: skip

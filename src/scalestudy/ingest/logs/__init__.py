@@ -10,13 +10,16 @@ What a log does not say (the platform, often the device or the framework) comes 
 param that neither the log nor the options give stops the import with the file:line of the run and the option
 that supplies it. An option given by the caller overrides what the log says (the log's words stay in a tag).
 
-A run's identity (its key) is its content: `sha256:<SHA-256 of the file's bytes>`, `#N` for the N-th run of a file
-of several (a tf_cnn_benchmarks JSON folder: of its benchmark.log and metric.log), never its name or path. The
-same bytes found under two paths are one run (`LogImport.duplicates`); the tags that only say where the file was
-found (LOCATION_TAGS) are left out of the run's content hash, so the same file imported again from anywhere
-changes nothing. Runs that the importer keyed by file name before (`legacy_claim`) are taken over by their
-content-keyed record on re-import. A reference dataset that reads its raw logs with these parsers keys them by
-name (`LogOptions.key_prefix`), as before.
+A run's identity (its key) is its content: `sha256:<SHA-256 of the file's text>`, `#N` for the N-th run of a file
+of several (a tf_cnn_benchmarks JSON folder: of the text of its benchmark.log and metric.log), never its name or
+path. The text is what the parsers read (`log_text`): every line ended by \\n, without its trailing blanks, so a
+CRLF copy, or a copy with trailing spaces, is the same run (a clean file's text is its bytes); the tag
+`log_bytes_sha256` says which bytes were read. The same text found under two paths is one run
+(`LogImport.duplicates`); the tags that only say where the file was found or which copy was read (LOCATION_TAGS)
+are left out of the run's content hash, so the same log imported again from anywhere, with any line endings,
+changes nothing. Runs keyed otherwise by an earlier importer (by the file's name, or by the SHA-256 of its bytes)
+are taken over by their record on re-import (`LogImport.legacy_claim`). A reference dataset that reads its raw
+logs with these parsers keys them by name (`LogOptions.key_prefix`).
 """
 
 from __future__ import annotations
@@ -48,11 +51,25 @@ RANK_PREFIX_RE = re.compile(r"^\s*\[(?:\d+,)?(?P<rank>\d+)\](?:<std(?:out|err)>)
 PY_ERROR_RE = re.compile(r"^(?P<text>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)\b(?:[^:\n]*)?:.*)$")
 VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct")
 KEY_PREFIX = "sha256:"
+# store.write.Claim: (key, tags, metrics) of a stored run no record's key names -> the key of the record taking it over
+Claim = Callable[[str, Mapping[str, str], Mapping[str, float]], "str | None"]
 WARNING_TAG = "import_warning"  # what a parser warns about (a malformed file beside the log): printed by the command
-# Tags that say where a log was found, not what it says: outside a content-keyed run's content hash.
+# Tags that say where a log was found or which copy was read, not what it says: outside a content-keyed run's
+# content hash.
 LOCATION_TAGS = frozenset(
-    {"log_file", "log_path", "source_line", "source_lines", DESCRIPTION_TAG, "system_description", WARNING_TAG}
+    {
+        "log_file",
+        "log_path",
+        "log_bytes_sha256",
+        "source_line",
+        "source_lines",
+        DESCRIPTION_TAG,
+        "system_description",
+        WARNING_TAG,
+    }
 )
+# What a line may end with that is not part of a log's text: a CRLF file's \r, trailing blanks (ASCII only).
+TRAILING_BLANKS = " \t\r\v\f"
 
 
 @dataclass(frozen=True)
@@ -109,8 +126,10 @@ def run_tags(options: LogOptions, path: Path, line: int, lines: Mapping[str, int
         f"{name}: {n if isinstance(n, str) else f'{path.name}:{n}'}" for name, n in lines.items()
     )
     if not keyed_by_name(options, path):
+        unit = path.parent if tf_cnn_json_dir(path.parent) else path
         tags["log_path"] = str(path)
-        tags["log_sha256"] = content_digest(path.parent if tf_cnn_json_dir(path.parent) else path)
+        tags["log_sha256"] = content_digest(unit)
+        tags["log_bytes_sha256"] = bytes_digest(unit)
     return tags
 
 
@@ -120,15 +139,33 @@ def keyed_by_name(options: LogOptions, path: Path) -> bool:
 
 
 def content_digest(path: Path) -> str:
-    """SHA-256 of a log file's bytes; of a tf_cnn_benchmarks JSON folder, of its benchmark.log and metric.log."""
+    """SHA-256 of a log file's text (`log_text`: what its parsers read); of a tf_cnn_benchmarks JSON folder, of the
+    text of its benchmark.log and metric.log."""
+    return _digest(path, log_text)
+
+
+def bytes_digest(path: Path) -> str:
+    """SHA-256 of a log file's bytes as they are (of a tf_cnn_benchmarks JSON folder's two files): which copy."""
+    return _digest(path, bytes)
+
+
+def log_text(data: bytes) -> bytes:
+    """A log's text as its parsers read it (`lines_of`): each line without its trailing blanks, ended by \\n."""
+    lines = [line.rstrip(TRAILING_BLANKS.encode()) for line in data.split(b"\n")]
+    if lines[-1] == b"":
+        lines.pop()
+    return b"".join(line + b"\n" for line in lines)
+
+
+def _digest(path: Path, text: Callable[[bytes], bytes]) -> str:
     if path.is_dir():
         digest = hashlib.sha256()
         for name in ("benchmark.log", "metric.log"):
-            data = (path / name).read_bytes()
+            data = text((path / name).read_bytes())
             digest.update(f"{name}\0{len(data)}\0".encode())
             digest.update(data)
         return digest.hexdigest()
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(text(path.read_bytes())).hexdigest()
 
 
 def run_key(options: LogOptions, path: Path, index: int | None = None) -> str:
@@ -196,9 +233,10 @@ def strip_rank(text: str) -> tuple[int | None, str]:
 
 
 def lines_of(path: Path) -> list[str]:
-    """A text file's lines (UTF-8; a binary file fails naming file:line), without the final newline's empty line."""
-    lines = read_text(path).split("\n")
-    if lines and lines[-1] == "":
+    """A text file's lines (UTF-8; a binary file fails naming file:line), without the final newline's empty line,
+    each without its trailing blanks (a CRLF file's \\r): the lines of `log_text`, the text a log's key hashes."""
+    lines = [line.rstrip(TRAILING_BLANKS) for line in read_text(path).split("\n")]
+    if lines[-1] == "":
         lines.pop()
     return lines
 
@@ -267,18 +305,41 @@ def _files(paths: Iterable[Path]) -> list[tuple[Path, str | None]]:
 
 @dataclass
 class LogImport:
-    """What read_logs found: the runs, in file order, and the files skipped as the same bytes as one read before."""
+    """What read_logs found: the runs, in file order, and the files skipped as the same text as one read before."""
 
     records: list[RunRecord] = field(default_factory=list)
     duplicates: list[tuple[Path, Path]] = field(default_factory=list)  # (file skipped, the file it repeats)
     formats: dict[Path, str] = field(default_factory=dict)  # file read -> its format
+    # bytes_digest -> content_digest of every file (or tf_cnn_benchmarks folder) read or skipped as a duplicate
+    text_of_bytes: dict[str, str] = field(default_factory=dict)
 
-    def legacy_claim(self) -> Callable[[str, Mapping[str, str], Mapping[str, float]], str | None]:
-        """store.write.Claim for the runs an earlier version of this importer keyed by the file's name or its path
-        inside the folder given (`result_0.txt`, `training_results_v1.0/NVIDIA/results/x/resnet/result_0.txt`,
-        `trace.txt#2`): such a run is taken over by the record of the same format, file name and run number whose
-        numbers are its own (the same throughput; the same source line for a failed run), wherever the file lies
-        now."""
+    def legacy_claim(self) -> Claim:
+        """store.write.Claim for the runs an earlier version of this importer keyed otherwise: by the SHA-256 of
+        the file's bytes (`sha256:<bytes>#N`, a file whose bytes are not its text: CRLF, trailing blanks), taken
+        over by the record of that file's text and run number (`bytes_key_claim`); by the file's name or its path
+        inside the folder given (`name_claim`)."""
+        by_name = self.name_claim()
+
+        def claim(key: str, tags: Mapping[str, str], metrics: Mapping[str, float]) -> str | None:
+            if key.startswith(KEY_PREFIX):
+                return self.bytes_key_claim(key)
+            return None if "log_sha256" in tags else by_name(key, tags, metrics)
+
+        return claim
+
+    def bytes_key_claim(self, key: str) -> str | None:
+        """The key of the record that takes over a run keyed `sha256:<SHA-256 of its file's bytes>[#N]`: that of
+        the text of the same bytes (read now, or skipped as a copy of a file read) and the same run number."""
+        digest, hash_mark, number = key.removeprefix(KEY_PREFIX).partition("#")
+        text = self.text_of_bytes.get(digest)
+        ours = f"{KEY_PREFIX}{text}{hash_mark}{number}"
+        return ours if text is not None and any(rec.key == ours for rec in self.records) else None
+
+    def name_claim(self) -> Claim:
+        """Claim for the runs keyed by the file's name or its path inside the folder given (`result_0.txt`,
+        `training_results_v1.0/NVIDIA/results/x/resnet/result_0.txt`, `trace.txt#2`): such a run is taken over by
+        the record of the same format, file name and run number whose numbers are its own (the same throughput;
+        the same source line for a failed run), wherever the file lies now."""
         candidates: dict[tuple[str, str], list[RunRecord]] = {}
         for rec in self.records:
             path = Path(rec.tags.get("log_path", ""))
@@ -287,8 +348,6 @@ class LogImport:
             candidates.setdefault((rec.tags["log_format"], f"{name}#{number}" if number else name), []).append(rec)
 
         def claim(key: str, tags: Mapping[str, str], metrics: Mapping[str, float]) -> str | None:
-            if key.startswith(KEY_PREFIX) or "log_sha256" in tags:
-                return None  # keyed by content already
             for rec in candidates.get((tags.get("log_format", ""), key.rpartition("/")[2]), []):
                 mine, theirs = rec.metrics.get("throughput_total"), metrics.get("throughput_total")
                 if mine is None and theirs is None:
@@ -303,8 +362,8 @@ class LogImport:
 
 
 def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | None = None) -> LogImport:
-    """Every run of every log in `paths` (files or folders), in order; nothing written. A file whose bytes
-    repeat a file read before (a republished copy) is not read again but listed in `duplicates`.
+    """Every run of every log in `paths` (files or folders), in order; nothing written. A file whose text
+    repeats a file read before (a republished copy, a CRLF copy) is not read again but listed in `duplicates`.
     `progress(files)` may wrap the list of files (a progress bar)."""
     found = LogImport()
     modules = formats()
@@ -321,6 +380,7 @@ def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | N
             continue  # the same file given twice (a folder and a file in it)
         seen_paths.add(unit.resolve())
         digest = content_digest(unit)
+        found.text_of_bytes[bytes_digest(unit)] = digest
         if digest in seen_digests:
             found.duplicates.append((unit, seen_digests[digest]))
             continue
@@ -339,7 +399,7 @@ def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | N
 
 
 def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:
-    """Every run of every log in `paths` (files or folders), in order, a republished copy once; nothing written."""
+    """Every run of every log in `paths` (files or folders), in order, a copy of the same text once; nothing written."""
     return scan_logs(paths, options).records
 
 

@@ -4,8 +4,9 @@ Every file is recognised by its content, parsed and checked before the first wri
 experiment, or update the runs of the same content, in one transaction under the store's lock (as for the
 published datasets). The experiment's other runs are left alone: logs can be imported one call at a time.
 `--replace` makes the experiment equal to the logs given (the summary names the runs it removed); `--dry-run`
-prints the table of the runs that would be written and writes nothing. A run is its file's content (SHA-256), not
-its name: the same file again, from any path, changes nothing; the same bytes under two paths are one run.
+prints the table of the runs that would be written and writes nothing. A run is its file's text (SHA-256; line
+endings and trailing blanks do not count), not its name: the same file again, from any path, or a copy of other
+line endings, changes nothing; the same text under two paths is one run.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _summary(found: LogImport, plan: SyncPlan, experiment: str, dry_run: bool) -
     text = (f"{len(records)} runs ({failed} failed) from {len(found.formats)} file(s) {verb} experiment "
             f"{experiment!r}: {', '.join(parts)}")  # fmt: skip
     if found.duplicates:
-        text += "; duplicates (same bytes, not imported twice): " + _listed(
+        text += "; duplicates (same text, not imported twice): " + _listed(
             [f"{dup} = {first}" for dup, first in found.duplicates]
         )
     return text + _removed(plan)
