@@ -63,6 +63,10 @@ CASES = {
     "6 --auth's remedy does not unblock the import": [
         "test_store_write_values.py::test_an_experiment_other_ui_users_may_change_is_refused"
     ],
+    "6 a CRLF copy of an MLPerf log imports as a second run": [
+        "test_ingest_logs_line_endings.py::test_copies_import_as_the_same_runs_and_an_edited_copy_as_others",
+        "test_ingest_logs_line_endings.py::test_runs_keyed_by_their_files_bytes_are_taken_over",
+    ],
     "6 the Default experiment's artifact location points into the checkout that made the store": [
         "test_store_values.py::test_a_measured_run_is_written_beside_the_store_with_its_hash_and_metric_points",
         "test_store_write_values.py::test_a_moved_store_has_its_artifact_locations_re_pointed",
