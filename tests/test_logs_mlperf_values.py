@@ -482,7 +482,7 @@ def test_spelling_line_of_and_frameworks_named():
 
 
 def test_system_file_in_and_out_of_the_layout(files, tmp_path):
-    assert system_file(files[SMC]) == files[SMC_SYSTEM].resolve()
+    assert system_file(files[SMC]).resolve() == files[SMC_SYSTEM].resolve()
     assert system_file(files[ALIBABA]) is None  # results/v100-1280/result_1.txt: no <benchmark> folder
     log = copy(tmp_path, files[ALIBABA], "Sub/results/box/resnet/result_1.txt")
     assert system_file(log) is None  # no Sub/systems/box.json

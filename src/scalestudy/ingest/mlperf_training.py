@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
@@ -34,6 +35,7 @@ FRAMEWORKS = ("mxnet", "pytorch", "tensorflow", "jax", "paddle", "mindspore", "c
 READINGS_CACHE = ".readings.json"  # in the dataset's cache folder, beside the raw files (not one of them)
 BASIS_TAGS = {"train_time_s": "train_time", "global_batch_logged": "batch_logged"}  # reading's name -> tag's
 V05_BATCH = {"google": "global", "nvidia": "per accelerator"}
+TF_WORD = re.compile(r"(?<![a-z])tf(?![a-z])")  # 'tf2.0', 'TF-research', 'research-tf'; not 'platform'
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -68,8 +70,13 @@ def _parse_one(log: str) -> tuple[str, dict]:
 
 
 def _framework(stated: str) -> str:
+    """The framework a system file's text names (the first of FRAMEWORKS: NVIDIA's containers list all of theirs,
+    and their ResNet code is MXNet's; 'MxNeti' is v4.0 Quanta's spelling), 'tf' for TensorFlow ('tf2.0',
+    'TF-research'); a text that names none ('CUDA 12.0', 'NGC MLPerf v4.0', Alibaba's 'SinianAI - ...'): not stated
+    (it was its first word: 'cuda', 'ngc'), the text itself kept in the tag `framework_stated`."""
     low = stated.lower()
-    return next((f for f in FRAMEWORKS if f in low), low.split()[0] if low.split() else NOT_STATED)
+    named = next((f for f in FRAMEWORKS if f in low), None)
+    return named or ("tensorflow" if TF_WORD.search(low) else NOT_STATED)
 
 
 def _count(value: object) -> int | None:
@@ -80,17 +87,18 @@ def _count(value: object) -> int | None:
     return int(number) if number.is_integer() and number >= 1 else None
 
 
-def _accelerators(entry: dict, values: dict, lines: dict, system: dict) -> tuple[int | None, str]:
-    """(accelerators, how they were counted): the system file's, or for NVIDIA's v0.5 multi-node runs the nodes that
-    logged run_clear_caches (its line noted in `lines`)."""
-    accelerators, accelerators_basis = system["accelerators"], system["accelerators_basis"]
+def _accelerators(entry: dict, values: dict, lines: dict, system: dict) -> tuple[int | None, str, int]:
+    """(accelerators, how they were counted, nodes): the system file's, or for NVIDIA's v0.5 multi-node runs the
+    nodes that logged run_clear_caches (its line noted in `lines`) and their GPUs."""
+    accelerators, accelerators_basis, nodes = system["accelerators"], system["accelerators_basis"], system["nodes"]
     nvidia_v05 = entry["round"] == "v0.5" and entry["submitter"].lower() == "nvidia"
     if nvidia_v05 and values.get("run_clear_caches_lines", 0) > 1:
-        # entry.json's node count describes the cluster; the nodes that ran each logged run_clear_caches
-        accelerators = values["run_clear_caches_lines"] * system["accelerators_per_node"]
+        # entry.json's node count describes the cluster (128, 36); the nodes that ran each logged run_clear_caches
+        nodes = values["run_clear_caches_lines"]
+        accelerators = nodes * system["accelerators_per_node"]
         accelerators_basis = "run_clear_caches lines (nodes that ran) x GPUs per node"
         lines["accelerators"] = lines["run_clear_caches_lines"]
-    return accelerators, accelerators_basis
+    return accelerators, accelerators_basis, nodes
 
 
 def _global_batch(entry: dict, values: dict, basis: dict, accelerators: int | None) -> int | None:
@@ -162,7 +170,7 @@ def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, re
     benchmark = str(values.get("submission_benchmark") or "").lower()
     if benchmark not in ("resnet", "resnet50"):
         raise SchemaError(f"{log}:{lines.get('submission_benchmark', 1)}: benchmark {benchmark!r}, not resnet")
-    accelerators, accelerators_basis = _accelerators(entry, values, lines, system)
+    accelerators, accelerators_basis, nodes = _accelerators(entry, values, lines, system)
     global_batch = _global_batch(entry, values, basis, accelerators)
     samples = _count(values.get("train_samples"))
     epochs = values.get("epochs")
@@ -185,7 +193,7 @@ def record(source: dict, entry: dict, log: Path, system_path: Path, fmt: str, re
             "accelerator_model": accelerator_model or NOT_STATED,
             "accelerators": str(accelerators) if accelerators else ("0" if "cpu" in accelerators_basis else ""),
             "accelerators_basis": accelerators_basis,
-            "nodes": str(system["nodes"]),
+            "nodes": str(nodes),
             "framework_stated": system["framework"] or NOT_STATED,
             "interconnect": system["interconnect"] or NOT_STATED,
             "global_batch_size": str(global_batch) if global_batch else NOT_STATED,

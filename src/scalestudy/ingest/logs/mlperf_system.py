@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -42,12 +43,15 @@ NO_ACCELERATOR = ("", "n/a", "na", "none")
 
 def system_file(result: Path) -> Path | None:
     """`<Submitter>/systems/<system>.json` for `<Submitter>/results/<system>/<benchmark>/result_N.txt`, if it is
-    there; else None."""
-    parts = result.resolve().parts
-    if len(parts) >= 5 and parts[-4] == "results":
-        candidate = Path(*parts[:-4]) / "systems" / f"{parts[-3]}.json"
-        if candidate.is_file():
-            return candidate
+    there; else None. It is named as the log was (absolute, `..` folded, symbolic links kept: the warnings name
+    the files in the caller's terms, whichever link led there); a log that is itself a link to another tree is
+    looked for beside its target too."""
+    for path in (Path(os.path.abspath(result)), result.resolve()):
+        parts = path.parts
+        if len(parts) >= 5 and parts[-4] == "results":
+            candidate = Path(*parts[:-4]) / "systems" / f"{parts[-3]}.json"
+            if candidate.is_file():
+                return candidate
     return None
 
 
