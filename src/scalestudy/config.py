@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 
 def conf_dir() -> Path:
@@ -22,6 +22,24 @@ def conf_dir() -> Path:
 
 
 CONF_DIR = conf_dir()
+
+
+def groups_text(config_name: str) -> str:
+    """`group: option, option` per line for each config group the defaults list of conf/<config_name>.yaml
+    chooses from (what its --help lists: train's groups are not the builder's, though both live in conf/)."""
+    import yaml
+
+    defaults = (yaml.safe_load((CONF_DIR / f"{config_name}.yaml").read_text()) or {}).get("defaults") or []
+    groups = [str(next(iter(d))) for d in defaults if isinstance(d, dict)]
+    groups = [g for g in groups if not g.startswith(("override ", "hydra/", "/"))]
+    lines = []
+    for group in sorted(g.removeprefix("optional ") for g in groups):
+        options = sorted((p.stem for p in (CONF_DIR / group).glob("*.yaml")), key=name_order)
+        lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
+OmegaConf.register_new_resolver("scalestudy_groups", groups_text, replace=True)  # train.yaml's hydra.help
 
 
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), conf: Path | None = None) -> DictConfig:
@@ -89,6 +107,18 @@ def wants_sweep_configs(argv: list[str]) -> bool:
     return bool(args.multirun and args.cfg)
 
 
+def flags_conflict(argv: list[str]) -> str | None:
+    """Why Hydra's flags in `argv` cannot go together (Hydra says it in a traceback), or None. `-m` with
+    `--cfg` is not a conflict here: show_sweep_configs prints each job's config."""
+    from hydra._internal.utils import get_args_parser
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    commands = [args.run, args.multirun, bool(args.cfg), args.shell_completion, args.info is not None]
+    if sum(commands) - (args.multirun and bool(args.cfg)) > 1:
+        return "only one of --run, --multirun, --cfg, --info and --shell-completion (-m with --cfg job prints each job)"
+    return None
+
+
 def show_sweep_configs(config_name: str, argv: list[str]) -> int:
     """Print each job of the multirun `argv` asks for (`-m OVERRIDE... --cfg job|hydra|all [--package P]
     [--resolve]`), under a header line naming the job's overrides, as Hydra's --cfg prints one run; nothing runs,
@@ -121,7 +151,12 @@ def shown_config(cfg: DictConfig, cfg_type: str, package: str | None, resolve: b
     from hydra._internal.hydra import Hydra
     from omegaconf import OmegaConf, flag_override
 
-    if cfg_type == "job":
+    cfg = OmegaConf.create(cfg)  # a copy: the caller's config stays as it was
+    for node in (cfg, cfg.get("hydra")) if "hydra" in cfg else (cfg,):
+        OmegaConf.set_readonly(node, None)  # `hydra` is read-only (--resolve failed), as Hydra's --cfg does
+    if resolve and cfg_type != "job":
+        OmegaConf.resolve(cfg)  # `hydra` refers to the job's keys (its sweep's subdir names the model)
+    if cfg_type == "job" and "hydra" in cfg:
         with flag_override(cfg, ["struct", "readonly"], [False, False]):
             del cfg["hydra"]
     elif cfg_type == "hydra":
