@@ -164,3 +164,22 @@ def test_flags_hydra_refuses_together_are_one_line():
     assert flags_conflict(["-m", "workers=1,2", "--cfg", "job", "--info"])
     assert flags_conflict(["-m", "workers=1,2", "--cfg", "job"]) is None
     assert flags_conflict(["--cfg", "job"]) is None
+
+
+def test_trains_mistyped_values_are_refused_in_one_line_before_anything_runs(tmp_path):
+    done = run_module("scalestudy.train", "xla=flase", uri=f"sqlite:///{tmp_path}/store.db", cwd=tmp_path,
+                      check=False)  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "error: configuration: xla='flase' is not a boolean (allowed: true, false)\n"
+    assert list(tmp_path.iterdir()) == []  # no job folder, no store
+
+
+def test_trains_sweep_and_typed_values():
+    from scalestudy.config import compose, train_refusal
+
+    sweep = ["-m", "experiment=figure-1", "workers=1,two", "--cfg", "job"]
+    assert train_refusal(sweep) == "configuration: workers='1,two' is not a whole number"  # as typed
+    assert train_refusal(["-m", "experiment=figure-1", "workers=1,2"]) is None
+    assert train_refusal(["--help", "xla=flase"]) is None  # Hydra's own flags answer for themselves
+    cfg = compose("train", ["xla=yes", "optimizer.lr=1"])
+    assert cfg.xla is True and cfg.optimizer.lr == 1 and cfg.device == "cpu"

@@ -10,15 +10,14 @@ None defaults are not added: the drawing code tells an absent key from a null on
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf, ValidationError, open_dict
 from omegaconf.errors import ConfigKeyError
+
+from ..config import type_refusal
 
 
 class Source(Enum):
@@ -122,37 +121,7 @@ def _set_only(merged, given):
 
 
 def refusal(err: ValidationError | ConfigKeyError, job: DictConfig, where: str) -> str:
-    """One line: `where: KEY=VALUE is not TYPE (allowed: ...)`, or `where: KEY: no such key (the keys: ...)`."""
+    """One line naming `where`, the key and the values it takes (config.type_refusal)."""
     key = str(err.full_key or "")
-    if isinstance(err, ConfigKeyError):
-        parent = _field_type(key.split(".")[:-1]) if "." in key else PaperConfig
-        keys = ", ".join(f.name for f in dataclasses.fields(parent)) if dataclasses.is_dataclass(parent) else "?"
-        return f"{where}: {key}: no such key (allowed: {keys})"
-    wanted = _field_type(key.split(".")) if key else None
-    if wanted is None:
-        return f"{where}: {key}: {str(err.msg).splitlines()[0]}"
-    value = OmegaConf.select(job, key, default=None, throw_on_resolution_failure=False)
-    return f"{where}: {key}={value!r} is not {_allowed(wanted)}"
-
-
-def _allowed(wanted: type) -> str:
-    if wanted is bool:
-        return "a boolean (allowed: true, false)"
-    if isinstance(wanted, type) and issubclass(wanted, Enum):
-        return f"one of the allowed values: {', '.join(wanted.__members__)}"
-    if wanted in (int, float):
-        return "a number"
-    return f"of type {getattr(wanted, '__name__', wanted)}"
-
-
-def _field_type(path: list[str], schema: type = PaperConfig):
-    """The type the schema gives the key at `path` (`X | None` as X), None where it names no field."""
-    hints = typing.get_type_hints(schema)
-    wanted = hints.get(path[0])
-    if wanted is None:
-        return None
-    args = [a for a in typing.get_args(wanted) if a is not type(None)]
-    wanted = args[0] if typing.get_origin(wanted) in (typing.Union, types.UnionType) and len(args) == 1 else wanted
-    if len(path) == 1:
-        return typing.get_origin(wanted) or wanted
-    return _field_type(path[1:], wanted) if dataclasses.is_dataclass(wanted) else None
+    value = OmegaConf.select(job, key, default=None, throw_on_resolution_failure=False) if key else None
+    return type_refusal(err, PaperConfig, where, value)
