@@ -238,13 +238,17 @@ def check_train(args: list[str]) -> None:
 
 
 def check_paper(args: list[str]) -> None:
-    from scalestudy.paper.__main__ import compose_targets, expand, split_arguments
+    """The builder's command line (its flags as Hydra's apps read them): each target composed with the overrides."""
+    from scalestudy.paper.__main__ import compose_targets, expand
+    from scalestudy.paper.cli_args import parse
 
-    asked, overrides = split_arguments(args)
-    targets = expand(asked)
-    if overrides:  # every config composes without overrides (tests/test_config.py)
+    parsed = parse_with(parse, args, "python -m scalestudy.paper")
+    if parsed is None or parsed.help:
+        return
+    targets = expand(parsed.targets)
+    if parsed.overrides:  # every config composes without overrides (tests/test_config.py)
         for target in targets:
-            cached(compose_targets, (target,), tuple(overrides))
+            cached(compose_targets, (target,), tuple(parsed.overrides))
 
 
 def check_ingest(args: list[str]) -> None:

@@ -277,6 +277,7 @@ def test_build_numbers_writes_the_header_macros_and_json(tmp_path, series):
         "numbers": "numbers-x",
         "git_commit": "abc123",
         "source": "published",
+        "config": None,  # the builder's overrides and config hash; none given here
         "values": {
             "Init": {"value": 50.0, "text": "50.00", "run_ids": ["a", "b", "c"]},
             "First": {"value": 0.0, "text": "0", "run_ids": ["a", "b", "c"]},

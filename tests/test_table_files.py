@@ -14,11 +14,14 @@ from scalestudy.paper import tables
 N_RUNS = 64  # table 1 selects every run of the benchmarks page (tests/test_tables.py: tf_runs)
 
 
+CONFIG = {"overrides": ["table.caption=x"], "sha256": "ab12"}  # as the builder records them (sidecars.config_record)
+
+
 @pytest.fixture(scope="module")
 def table1(tmp_path_factory):
     out = tmp_path_factory.mktemp("table1")
     spec = config("table-1")
-    tables.build_table(spec, tf_runs(), source="published", out_dir=out, commit="abc123")
+    tables.build_table(spec, tf_runs(), source="published", out_dir=out, commit="abc123", config=CONFIG)
     return spec, (out / "table-1.tex").read_text(), json.loads((out / "table-1.json").read_text())
 
 
@@ -33,8 +36,9 @@ def test_the_head_names_the_runs_source_and_commit(table1):
 
 def test_the_sidecar_has_the_config_the_numbers_and_every_run_with_its_status(table1):
     spec, _, sidecar = table1
-    assert sorted(sidecar) == ["caption", "compute", "data", "git_commit", "mlflow_runs", "mlflow_ui", "runs",
-                               "source", "table"]  # fmt: skip
+    assert sorted(sidecar) == ["caption", "compute", "config", "data", "git_commit", "mlflow_runs", "mlflow_ui",
+                               "runs", "source", "table"]  # fmt: skip
+    assert sidecar["config"] == CONFIG
     assert (sidecar["table"], sidecar["git_commit"], sidecar["source"]) == ("table-1", "abc123", "published")
     assert sidecar["caption"] == spec["caption"] and sidecar["runs"] == spec["runs"]
     assert sidecar["compute"] == spec["compute"]

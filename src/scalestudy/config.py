@@ -6,10 +6,17 @@ directory is a checkout, else the conf/ beside the installed package (an editabl
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import os
+import types
+import typing
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 
 def conf_dir() -> Path:
@@ -22,6 +29,122 @@ def conf_dir() -> Path:
 
 
 CONF_DIR = conf_dir()
+
+
+def groups_text(config_name: str) -> str:
+    """`group: option, option` per line for each config group the defaults list of conf/<config_name>.yaml
+    chooses from (what its --help lists: train's groups are not the builder's, though both live in conf/)."""
+    import yaml
+
+    defaults = (yaml.safe_load((CONF_DIR / f"{config_name}.yaml").read_text()) or {}).get("defaults") or []
+    groups = [str(next(iter(d))) for d in defaults if isinstance(d, dict)]
+    groups = [g for g in groups if not g.startswith(("override ", "hydra/", "/"))]
+    lines = []
+    for group in sorted(g.removeprefix("optional ") for g in groups):
+        options = sorted((p.stem for p in (CONF_DIR / group).glob("*.yaml")), key=name_order)
+        lines.append(f"{group}: {', '.join(options)}")
+    return "\n".join(lines)
+
+
+OmegaConf.register_new_resolver("scalestudy_groups", groups_text, replace=True)  # train.yaml's hydra.help
+
+
+@dataclass
+class TrainConfig:
+    """train.yaml's own keys, typed (the first entry of its defaults list, `train_schema`): `xla=flase` is
+    refused instead of read as true, `workers=two` instead of failing in the job. The config groups (model,
+    data, framework, cluster, tracking) and the mappings take their configs as they are; check_config judges the
+    values of a setting that may not work (device, data_format, profile)."""
+
+    workers: int = 1
+    batch_per_worker: int = 32
+    steps: int = 50
+    epochs: int | None = None
+    warmup_steps: int = 10
+    min_measured_steps: int = 5
+    data_format: str = "NHWC"
+    mixed_precision: bool = False
+    xla: bool = False
+    fp16_allreduce: bool = False
+    profile: str = "none"
+    profile_steps: int = 3
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    seed: int = 1337
+    timeout_s: int = 1800
+    device: str = "cpu"
+    threads_per_rank: int | None = None
+    platform: str | None = None
+    study: str | None = None
+    fault: dict[str, Any] = field(default_factory=dict)
+    model: Any = None
+    data: Any = None
+    framework: Any = None
+    cluster: Any = None
+    tracking: Any = None
+
+
+ConfigStore.instance().store(name="train_schema", node=TrainConfig)  # before any composition of train.yaml
+
+
+def type_refusal(err: Exception, schema: type, where: str, value: object) -> str:
+    """One line for a value a structured config refuses (OmegaConf's ValidationError or ConfigKeyError, whose
+    `full_key` names it): `where: KEY=VALUE is not a boolean (allowed: true, false)`, `... is not one of the
+    allowed values: a, b`, `... is not a number`, or `where: KEY: no such key (allowed: ...)`."""
+    from omegaconf.errors import ConfigKeyError
+
+    key = str(getattr(err, "full_key", "") or "")
+    if isinstance(err, ConfigKeyError):
+        parent = field_type(key.split(".")[:-1], schema) if "." in key else schema
+        keys = ", ".join(f.name for f in dataclasses.fields(parent)) if dataclasses.is_dataclass(parent) else "?"
+        return f"{where}: {key}: no such key (allowed: {keys})"
+    wanted = field_type(key.split("."), schema) if key else None
+    if wanted is None:
+        return f"{where}: {key}: {str(getattr(err, 'msg', err)).splitlines()[0]}"
+    if wanted is bool:
+        said = "a boolean (allowed: true, false)"
+    elif isinstance(wanted, type) and issubclass(wanted, enum.Enum):
+        said = f"one of the allowed values: {', '.join(wanted.__members__)}"
+    elif wanted in (int, float):
+        said = "a whole number" if wanted is int else "a number"
+    else:
+        said = f"of type {getattr(wanted, '__name__', wanted)}"
+    return f"{where}: {key}={value!r} is not {said}"
+
+
+def field_type(path: list[str], schema: type):
+    """The type a structured config (a dataclass) gives the key at `path` (`X | None` as X), None where it names
+    no field."""
+    hints = typing.get_type_hints(schema)
+    wanted = hints.get(path[0])
+    if wanted is None:
+        return None
+    args = [a for a in typing.get_args(wanted) if a is not type(None)]
+    optional = typing.get_origin(wanted) in (typing.Union, types.UnionType) and len(args) == 1
+    wanted = args[0] if optional else wanted
+    if len(path) == 1:
+        return typing.get_origin(wanted) or wanted
+    return field_type(path[1:], wanted) if dataclasses.is_dataclass(wanted) else None
+
+
+def train_refusal(argv: list[str]) -> str | None:
+    """The line refusing a value of train's command line that TrainConfig does not type (Hydra's own report is
+    several lines and exit 1), or None: composed once as Hydra will (each job of a sweep), nothing runs."""
+    from hydra._internal.utils import get_args_parser
+    from hydra.errors import HydraException
+    from omegaconf.errors import ConfigKeyError, ValidationError
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    if args.help or args.hydra_help or args.info or args.shell_completion:
+        return None
+    try:
+        sweep_jobs("train", args.overrides) if args.multirun else compose("train", args.overrides)
+    except HydraException as err:
+        cause = err.__cause__
+        if isinstance(cause, (ValidationError, ConfigKeyError)):
+            key = str(cause.full_key or "")
+            value = next((o.split("=", 1)[1] for o in args.overrides if o.lstrip("+~").split("=")[0] == key), "?")
+            return type_refusal(cause, TrainConfig, "configuration", value)
+    return None
 
 
 def compose(config_name: str, overrides: list[str] | tuple[str, ...] = (), conf: Path | None = None) -> DictConfig:
@@ -89,6 +212,18 @@ def wants_sweep_configs(argv: list[str]) -> bool:
     return bool(args.multirun and args.cfg)
 
 
+def flags_conflict(argv: list[str]) -> str | None:
+    """Why Hydra's flags in `argv` cannot go together (Hydra says it in a traceback), or None. `-m` with
+    `--cfg` is not a conflict here: show_sweep_configs prints each job's config."""
+    from hydra._internal.utils import get_args_parser
+
+    args, _ = get_args_parser().parse_known_args(argv)
+    commands = [args.run, args.multirun, bool(args.cfg), args.shell_completion, args.info is not None]
+    if sum(commands) - (args.multirun and bool(args.cfg)) > 1:
+        return "only one of --run, --multirun, --cfg, --info and --shell-completion (-m with --cfg job prints each job)"
+    return None
+
+
 def show_sweep_configs(config_name: str, argv: list[str]) -> int:
     """Print each job of the multirun `argv` asks for (`-m OVERRIDE... --cfg job|hydra|all [--package P]
     [--resolve]`), under a header line naming the job's overrides, as Hydra's --cfg prints one run; nothing runs,
@@ -121,7 +256,12 @@ def shown_config(cfg: DictConfig, cfg_type: str, package: str | None, resolve: b
     from hydra._internal.hydra import Hydra
     from omegaconf import OmegaConf, flag_override
 
-    if cfg_type == "job":
+    cfg = OmegaConf.create(cfg)  # a copy: the caller's config stays as it was
+    for node in (cfg, cfg.get("hydra")) if "hydra" in cfg else (cfg,):
+        OmegaConf.set_readonly(node, None)  # `hydra` is read-only (--resolve failed), as Hydra's --cfg does
+    if resolve and cfg_type != "job":
+        OmegaConf.resolve(cfg)  # `hydra` refers to the job's keys (its sweep's subdir names the model)
+    if cfg_type == "job" and "hydra" in cfg:
         with flag_override(cfg, ["struct", "readonly"], [False, False]):
             del cfg["hydra"]
     elif cfg_type == "hydra":

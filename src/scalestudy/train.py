@@ -26,7 +26,7 @@ from omegaconf import DictConfig
 
 from .cli import one_line
 from .cli import run as run_command
-from .config import CONF_DIR, show_sweep_configs, wants_sweep_configs
+from .config import CONF_DIR, flags_conflict, show_sweep_configs, train_refusal, wants_sweep_configs
 from .harness.driver import RunFailed, record, run
 
 
@@ -44,6 +44,9 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    if refused := flags_conflict(sys.argv[1:]) or train_refusal(sys.argv[1:]):  # one line, exit 2
+        print(f"error: {refused}", file=sys.stderr)
+        sys.exit(2)
     if wants_sweep_configs(sys.argv[1:]):  # `-m ... --cfg job`: each job's config (Hydra refuses --cfg with -m)
         sys.exit(run_command(lambda argv: show_sweep_configs("train", argv)))
     sys.exit(main())

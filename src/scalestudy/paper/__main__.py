@@ -1,14 +1,16 @@
-"""python -m scalestudy.paper TARGET... [OVERRIDE...]
+"""python -m scalestudy.paper [TARGET...] [OVERRIDE...] [--help] [--cfg job] [--info]
 
-TARGET: figure-N, table-N, `figures`, `tables` or `all`. OVERRIDE: Hydra overrides applied to every
-target's config, e.g. `source=measured` or `figure.plot.median=false`. The store is queried once
-for the whole build, however many targets are asked for.
+TARGET: figure-N, table-N, numbers-*, `figures`, `tables` or `all` (the default). OVERRIDE: Hydra overrides applied
+to every target's config, e.g. `source=measured` or `figure.plot.median=false`, typed by the builder's structured
+config (conf_schema.py). Hydra's flags as its apps read them (cli_args.py). The store is queried once for the
+whole build, however many targets are asked for. Each sidecar records the overrides and the config's sha256.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -16,91 +18,138 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 from ..cli import one_line, run
-from ..config import CONF_DIR, name_order
+from ..config import CONF_DIR, shown_config
 from ..files import remove_stale_temporaries
 from ..provenance import git_commit
 from ..store import load_runs, tracking_uri
-from .selection import NoRunsDeclared
-from .sidecars import set_files
+from .cli_args import GROUPS, base_config_yaml, expand, help_text, parse, split_arguments
+from .conf_schema import typed
+from .missing_runs import experiments_named, missing_line
+from .selection import EmptySelection, NoRunsDeclared
+from .sidecars import config_record, set_files
 
-GROUPS = ("figure", "table", "numbers")  # what the builder makes: conf/<group>/<group>-N.yaml
-
-
-def expand(targets: list[str]) -> list[tuple[str, str]]:
-    """[('figure', 'figure-3'), ('table', 'table-1'), ...] in the order asked; an unknown name lists the known."""
-    known = {g: sorted((p.stem for p in (CONF_DIR / g).glob("*.yaml")), key=name_order) for g in GROUPS}
-    groups = {"figures": ["figure"], "tables": ["table"], "all": list(GROUPS)}
-    out: list[tuple[str, str]] = []
-    for target in targets:
-        if target in groups:
-            out += [(g, name) for g in groups[target] for name in known[g]]
-            continue
-        group = target.split("-", 1)[0]
-        if target not in known.get(group, []):
-            choices = ", ".join([n for g in GROUPS for n in known[g]] + list(groups))
-            raise LookupError(f"unknown target {target!r} (no conf/{group}/{target}.yaml): choose from {choices}")
-        out.append((group, target))
-    return out
+__all__ = ["GROUPS", "compose_targets", "expand", "main", "split_arguments"]
 
 
-def split_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(the targets asked for, default `all`; the Hydra overrides): an argument with `=` is an override."""
-    return [a for a in argv if "=" not in a] or ["all"], [a for a in argv if "=" in a]
-
-
-def compose_targets(targets: list[tuple[str, str]], overrides: list[str]) -> list[tuple[str, str, DictConfig]]:
-    """[(group, name, its config: conf/paper.yaml with `group=name` and the overrides)]; nothing is built. A bad
-    override is a ValueError with Hydra's message."""
+def compose_targets(
+    targets: list[tuple[str, str]], overrides: list[str], with_hydra: bool = False
+) -> list[tuple[str, str, DictConfig]]:
+    """[(group, name, its config: conf/paper.yaml with `group=name` and the overrides, typed)]; nothing is built.
+    A bad override, or a value not of its key's type, is a ValueError with Hydra's or the schema's message."""
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="paper"):
         try:
-            return [(group, name, compose("paper", [f"{group}={name}", *overrides])) for group, name in targets]
+            composed = [
+                (group, name, compose("paper", [f"{group}={name}", *overrides], return_hydra_config=with_hydra))
+                for group, name in targets
+            ]
         except HydraException as err:
             raise ValueError(f"configuration: {err}") from None
+    return [(group, name, typed(cfg, f"conf/{group}/{name}.yaml")) for group, name, cfg in composed]
+
+
+def show_info(targets: list[tuple[str, str]], overrides: list[str], what: str) -> int:
+    """Hydra's --info for each target's composition. Hydra logs it through the root logger, which it sets to
+    DEBUG on stdout: the root logger is put back as it was (a test's process goes on)."""
+    import logging
+
+    from hydra.core.global_hydra import GlobalHydra
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="paper"):
+            for group, name in targets:
+                print(f"# {name}", flush=True)
+                GlobalHydra.instance().hydra.show_info(what, "paper", [f"{group}={name}", *overrides])
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return 0
 
 
 def main(argv: list[str]) -> int:
-    asked, overrides = split_arguments(argv)
-    targets = expand(asked)
+    args = parse(argv)
+    if args.help:
+        print(help_text(base_config_yaml()))
+        return 0
+    targets = expand(args.targets)
+    if args.info:
+        return show_info(targets, args.overrides, args.info)
+    configs = compose_targets(targets, args.overrides, with_hydra=args.cfg in ("hydra", "all"))
+    if args.cfg:
+        for _, name, cfg in configs:
+            print(f"# {name}\n" + shown_config(cfg, args.cfg, args.package, args.resolve), end="")
+        return 0
+    return build(configs, args.targets, args.overrides)
+
+
+@dataclass
+class Tally:
+    """What a build has done so far: targets failed and skipped, and those that found no runs (said together)."""
+
+    failed: int = 0
+    skipped: int = 0
+    missing: dict[str, str] = field(default_factory=dict)  # {target: its error}
+    lacking: set[str] = field(default_factory=set)  # the experiments they name that the store does not hold
+
+
+def build(configs: list[tuple[str, str, DictConfig]], asked: list[str], overrides: list[str]) -> int:
+    """Build each target from one query of the store; one line for the targets that found no runs."""
     started = time.perf_counter()
     commit = git_commit()
-    configs = compose_targets(targets, overrides)
     uri = configs[0][2].tracking_uri or tracking_uri()
     runs = load_runs(uri)
-    from .figures import build_figure  # matplotlib is imported only once the config is known to be good
-    from .numbers import build_numbers
-    from .tables import build_table
-
-    builders = {"figure": build_figure, "table": build_table, "numbers": build_numbers}
-
-    failed = skipped = 0
+    present = set(runs["experiment"].astype(str)) if "experiment" in runs else set()
+    tally = Tally()
     for group, name, cfg in configs:
         spec = OmegaConf.to_container(cfg[group], resolve=True)
         spec["tracking_uri"] = uri
         out_dir = Path(cfg.out_dir) / ("figures" if group == "figure" else "tables")
-        remove_stale_temporaries(out_dir, set_files)  # left by a build that was killed (SIGKILL) while writing
         try:
-            written = builders[group](spec, runs, source=cfg.source, out_dir=out_dir, commit=commit)
-        except NoRunsDeclared as err:
-            if name in asked:
-                print(f"error: {one_line(err)}; {out_dir / name}.* left as they were", file=sys.stderr)
-                failed += 1
-            else:  # `figures`, `all`: a figure of measured runs only has nothing to draw from published ones
-                print(f"{name}: skipped, {err}")
-                skipped += 1
-            continue
+            written = build_one(group, spec, runs, cfg, out_dir, commit, config_record(cfg, overrides))
         except (LookupError, ValueError, TypeError) as err:
-            print(f"error: {one_line(err)}; {out_dir / name}.* left as they were", file=sys.stderr)
-            failed += 1
+            lacking = experiments_named(spec, cfg.source) - present
+            note_failure(tally, err, name, name in asked, lacking, f"{out_dir / name}.* left as they were")
             continue
         print(f"{name}: " + ", ".join(str(p) for p in written))
+    if tally.missing:
+        source = configs[0][2].source
+        print(f"error: {missing_line(tally.missing, tally.lacking, present, source, uri)}", file=sys.stderr)
+    failures = tally.failed + len(tally.missing)
     print(
-        f"built {len(configs) - failed - skipped} of {len(configs)} targets"
-        + (f" ({skipped} with no runs of this source)" if skipped else "")
+        f"built {len(configs) - failures - tally.skipped} of {len(configs)} targets"
+        + (f" ({tally.skipped} with no runs of this source)" if tally.skipped else "")
         + f" from {len(runs)} runs "
         f"(read by {runs.attrs.get('reader', '?')}) in {time.perf_counter() - started:.1f} s",
         file=sys.stderr,
     )
-    return 1 if failed else 0
+    return 1 if failures else 0
+
+
+def note_failure(tally: Tally, err: Exception, name: str, asked: bool, lacking: set[str], kept: str) -> None:
+    """Say or keep why target `name` was not built: a target of `figures` or `all` that declares no runs of the
+    source is skipped; one whose runs are missing from the store (its filter matched none, or it names an
+    experiment the store lacks) waits for the build's one line; any other error is printed now."""
+    if isinstance(err, NoRunsDeclared) and not asked:  # a figure of measured runs only: nothing published to draw
+        print(f"{name}: skipped, {err}")
+        tally.skipped += 1
+    elif not isinstance(err, NoRunsDeclared) and (isinstance(err, EmptySelection) or lacking):
+        tally.missing[name] = f"{one_line(err)}; {kept}"
+        tally.lacking |= lacking
+    else:
+        print(f"error: {one_line(err)}; {kept}", file=sys.stderr)
+        tally.failed += 1
+
+
+def build_one(group: str, spec: dict, runs, cfg: DictConfig, out_dir: Path, commit: str, config: dict) -> list[Path]:
+    """One target's files (the builder of its group), after removing what a killed build left."""
+    from .figures import build_figure  # matplotlib is imported only once the config is known to be good
+    from .numbers import build_numbers
+    from .tables import build_table
+
+    remove_stale_temporaries(out_dir, set_files)  # left by a build that was killed (SIGKILL) while writing
+    builders = {"figure": build_figure, "table": build_table, "numbers": build_numbers}
+    return builders[group](spec, runs, source=cfg.source, out_dir=out_dir, commit=commit, config=config)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from .formats import label
 from .latex import tex
 from .lines import draw_lines
 from .selection import contributing, run_entries, select_runs, ui_entry
-from .sidecars import FIGURE_FILES, json_text
+from .sidecars import FIGURE_FILES, config_said, json_text
 from .style import COLORS, STYLE, legend_below, new_figure, sort_key, workers_unit
 
 __all__ = ["COLORS", "build_figure", "draw_lines", "draw_warmup"]
@@ -146,8 +146,12 @@ def _sort_key_tuple(values: tuple) -> list:
     return [sort_key(v) for v in values]
 
 
-def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
-    """Select, derive, draw and write paper/figures/<name>.{pdf,png,json,caption.tex}, all four together."""
+def build_figure(
+    fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str, config: dict | None = None
+) -> list[Path]:
+    """Select, derive, draw and write paper/figures/<name>.{pdf,png,json,caption.tex}, all four together.
+    `config`: the command line's overrides and the composed config's sha256 (sidecars.config_record), in the
+    sidecar and the PDF's Subject."""
     name = fig_cfg["name"]
     chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
     fig_cfg = for_source(fig_cfg, chosen, source)
@@ -161,7 +165,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
     meta_pdf = {
         "Title": f"{name}: {fig_cfg['title']}",
         "Creator": "scalestudy (make " + name + ")",
-        "Subject": f"git commit {commit}; source={source}; {len(run_ids)} MLflow runs",
+        "Subject": f"git commit {commit}; source={source}; {len(run_ids)} MLflow runs" + config_said(config),
         "Keywords": "mlflow-run-ids: " + " ".join(run_ids),
         "CreationDate": None,
         "Producer": None,
@@ -172,6 +176,7 @@ def build_figure(fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Pat
         "title": fig_cfg["title"],
         "git_commit": commit,
         "source": source,
+        "config": config,
         "runs": fig_cfg["runs"],
         "derive": fig_cfg.get("derive"),
         "points": points,

@@ -246,8 +246,11 @@ def compute_numbers(spec: dict, runs: pd.DataFrame, source: str, tracking_uri: s
     return out
 
 
-def build_numbers(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
-    """Write <out_dir>/<name>.tex (one \\newcommand per number) and <name>.json, together."""
+def build_numbers(
+    spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str, config: dict | None = None
+) -> list[Path]:
+    """Write <out_dir>/<name>.tex (one \\newcommand per number) and <name>.json, together (`config`: the
+    overrides and the config's sha256, sidecars.config_record)."""
     name = spec["name"]
     numbers = compute_numbers(spec, runs, source, spec.get("tracking_uri"))
     lines = [
@@ -256,7 +259,7 @@ def build_numbers(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path,
         f"% Do not edit: rebuild with `make {name}` (conf/numbers/{name}.yaml); values and run ids in {name}.json.",
     ]
     lines += [f"\\newcommand{{\\num{macro}}}{{{n['text']}}}" for macro, n in numbers.items()]
-    payload = {"numbers": name, "git_commit": commit, "source": source, "values": numbers}
+    payload = {"numbers": name, "git_commit": commit, "source": source, "config": config, "values": numbers}
     tex_path, json_path = out_dir / f"{name}.tex", out_dir / f"{name}.json"
     with atomic_files(tex_path, json_path) as (tex_tmp, json_tmp):
         tex_tmp.write_text("\n".join(lines) + "\n")

@@ -39,3 +39,28 @@ def set_files(first: str) -> set[str]:
     if dot and ext == "tex":
         return {f"{stem}.tex", f"{stem}.json", f"{stem}-numbers.tex"}
     return set()
+
+
+# Where the builder writes and which store it reads: they say nothing of what is drawn (the sidecar's run ids name
+# the runs), so a figure built into another folder is the same file, its overrides and hash those of the paper's.
+LOCATIONS = ("out_dir", "tracking_uri")
+
+
+def config_record(cfg, overrides: list[str]) -> dict:
+    """The sidecar's `config`: the command line's overrides (but `out_dir=`, `tracking_uri=`) and the sha256 of
+    the composed config (`cfg`, typed; without those keys and `hydra`) as resolved YAML."""
+    import hashlib
+
+    from omegaconf import OmegaConf
+
+    job = OmegaConf.masked_copy(cfg, [key for key in cfg if key not in (*LOCATIONS, "hydra")])
+    text = OmegaConf.to_yaml(job, resolve=True)
+    kept = [o for o in overrides if o.lstrip("+~").split("=", 1)[0] not in LOCATIONS]
+    return {"overrides": kept, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+
+def config_said(config: dict | None) -> str:
+    """The config record as the PDF's Subject and the PNG's Description end: '' where none was recorded."""
+    if config is None:
+        return ""
+    return f"; config sha256 {config['sha256']}; overrides: {' '.join(config['overrides']) or 'none'}"

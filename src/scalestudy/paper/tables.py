@@ -90,8 +90,11 @@ def compute_table(spec: dict, chosen: pd.DataFrame, what: str) -> dict:
 # ----------------------------------------------------------------------------------------------
 
 
-def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str) -> list[Path]:
-    """Select, compute, render and write <out_dir>/<name>.{tex,json}; returns the written paths.
+def build_table(
+    spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str, config: dict | None = None
+) -> list[Path]:
+    """Select, compute, render and write <out_dir>/<name>.{tex,json}; returns the written paths. `config`: the
+    command line's overrides and the composed config's sha256 (sidecars.config_record), in the sidecar.
 
     Nothing is written unless every step succeeds: a failing build leaves the previous files as they were.
     """
@@ -114,6 +117,7 @@ def build_table(spec: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, c
         "caption": spec.get("caption"),
         "git_commit": commit,
         "source": source,
+        "config": config,
         "runs": spec["runs"],
         "compute": spec.get("compute"),
         "data": sidecar_data,
