@@ -276,7 +276,7 @@ def check_scaling(args: list[str]) -> None:
         return
     if command not in COMMANDS:
         raise DocCommandError(f"python -m scalestudy.scaling {command}: no such command ({', '.join(COMMANDS)})")
-    if command in ("predict", "validate") and rest != ["help"]:
+    if command in ("predict", "validate") and rest not in (["help"], ["-h"], ["--help"]):
         load_settings(rest)
     elif command == "sizes" and rest and (len(rest) != 2 or rest[0] != "--out"):
         raise DocCommandError(f"python -m scalestudy.scaling sizes {' '.join(rest)}: only --out PATH")

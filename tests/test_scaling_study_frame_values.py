@@ -87,7 +87,7 @@ def test_one_gpu_time_fails_naming_what_is_missing():
     runs = one_gpu({"resnet50": 200.0, "vgg16": 60.0})
     with pytest.raises(LookupError) as err:
         compute_time(runs, DEVICES, "V100", "resnet50", 64)
-    assert str(err.value) == "device=V100: no one-GPU measurement configured (known: G, H)"
+    assert str(err.value) == "device=V100: no 1-GPU run of it in the store (configured: G, H; with a 1-GPU run: none)"
     with pytest.raises(LookupError) as err:  # AlexNet: in the sizes table, without FLOPs
         compute_time(runs, DEVICES, "G", "alexnet", 64)
     assert str(err.value) == "no one-GPU G run of alexnet at batch 64, and no FLOPs to interpolate"

@@ -18,6 +18,8 @@ from ..config import CONF_DIR
 SETTINGS_FILE = CONF_DIR / "scaling" / "default.yaml"
 MLPERF_FILE = CONF_DIR / "scaling" / "mlperf.yaml"  # MLPerf's test of the model
 EXTRA_PREDICT_KEYS = {"throughput_1gpu": None}  # images/s of one GPU of your own (null: the device's published run)
+TOP_KEYS = ("fit.experiment", "fit.runs.COLUMN", "fit.group", "fit_max_workers", "prediction_fit", "envelope.level")
+UNKNOWN = object()
 
 
 def load_settings(overrides: list[str]) -> dict:
@@ -32,8 +34,8 @@ def load_settings(overrides: list[str]) -> dict:
         key, value = item.split("=", 1)
         if key in base.predict:
             key = f"predict.{key}"
-        elif OmegaConf.select(base, key) is None and key not in base:
-            known = ", ".join([*base.predict.keys(), "fit_max_workers", "prediction_fit", "envelope.level"])
+        elif OmegaConf.select(base, key, default=UNKNOWN) is UNKNOWN and not key.startswith("fit.runs."):
+            known = ", ".join([*base.predict.keys(), *TOP_KEYS])
             raise ValueError(f"unknown key {key!r} (known: {known})")
         dotted.append(f"{key}={value}")
     settings = OmegaConf.to_container(OmegaConf.merge(base, OmegaConf.from_dotlist(dotted)), resolve=True)
@@ -91,13 +93,15 @@ def predict_command(args: list[str]) -> int:
     from .sizes import SizeError, gradient_bytes
     from .study import compute_time, fit_dataset, network_link, predict
 
-    if args[:1] == ["help"]:
-        print(__doc__)
+    if args[:1] and args[0] in ("help", "-h", "--help"):
+        print(predict_help(load_settings([])))
         return 0
     try:
         settings = load_settings(args)
         p = settings["predict"]
         runs = _runs()
+        if settings["fit"]["experiment"] is not None:
+            return predict_yours(runs, settings)
         nbytes = gradient_bytes(str(p["model"]), int(p["classes"])) / (2 if p["fp16"] else 1)
         if p.get("throughput_1gpu"):
             compute_s, basis = int(p["batch_per_worker"]) / float(p["throughput_1gpu"]), "given"
@@ -113,10 +117,16 @@ def predict_command(args: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     workers = int(p["workers"])
+    # a rate of your own GPU replaces the device's: the device named would be one not used
+    gpu = (
+        f"GPUs of your own ({p['throughput_1gpu']:g} img/s at one GPU)"
+        if p.get("throughput_1gpu")
+        else (f"{p['device']} GPUs")
+    )
     per_node = min(workers, net.gpus_per_node)
     nodes = -(-workers // per_node)
     print(
-        f"{p['model']} on {workers} {p['device']} GPUs ({per_node} per node, {nodes} nodes), batch "
+        f"{p['model']} on {workers} {gpu} ({per_node} per node, {nodes} nodes), batch "
         f"{p['batch_per_worker']} per GPU, {settings['networks'][p['intra']]['label']} inside and "
         f"{settings['networks'][p['network']]['label']} between nodes (line rate)"
         f"{', fp16 compression' if p['fp16'] else ''}\n"
@@ -146,6 +156,83 @@ def predict_command(args: list[str]) -> int:
         rate = n * int(p["batch_per_worker"]) / compute_s * e["efficiency"]
         print(f"  {n:>5}  {e['efficiency']:>10.3f}  {e['low']:>6.3f}..{e['high']:<6.3f}  {rate:>10.0f}")
     return 0
+
+
+def predict_help(settings: dict) -> str:
+    """What `predict` takes, with the values each key allows (from conf/scaling/default.yaml and the sizes table)."""
+    from .sizes import read_sizes
+
+    models = sorted({row["model"] for row in read_sizes()})
+    p = settings["predict"]
+    return "\n".join(
+        [
+            "python -m scalestudy.scaling predict [KEY=VALUE...]: the model's efficiency at `workers` GPUs",
+            "",
+            f"  model=M            one of {', '.join(models)} (default {p['model']})",
+            f"  workers=N          GPUs to predict, 1 to 10,000,000 (default {p['workers']})",
+            f"  device=D           {', '.join(settings['devices'])} (TF 2017's 1-GPU runs), or any device with a 1-GPU "
+            f"run of the model in the store (default {p['device']})",
+            f"  batch_per_worker=B images per GPU and step (default {p['batch_per_worker']})",
+            f"  classes=C          the model's output classes, for its gradient bytes (default {p['classes']})",
+            f"  gpus_per_node=G    (default {p['gpus_per_node']})",
+            f"  intra=L, network=L links inside and between nodes: {', '.join(settings['networks'])} "
+            f"(default {p['intra']}, {p['network']})",
+            "  fp16=true|false    gradients compressed to half precision (default false)",
+            "  throughput_1gpu=R  images/s of one GPU of your own at batch_per_worker (default: the device's run)",
+            f"  prediction_fit=F   the dataset whose fitted overlap is used: {', '.join(settings['datasets'])}",
+            "  fit.experiment=E   fit your own experiment's runs instead (any source); fit.runs.COLUMN=VALUE narrows "
+            "them, fit.group='[model,device,...]' groups them (default model, device, platform, variable_update)",
+            "  envelope.level=P   the F-test region's level, between 0 and 1 (default 0.95)",
+        ]
+    )
+
+
+def predict_yours(runs, settings: dict) -> int:
+    """`predict fit.experiment=NAME`: the fit to your runs (each with its residual), then each group of the model
+    predicted up to `workers` GPUs with its measured points beside."""
+    from .yours import fit_experiment
+
+    p, experiment = settings["predict"], str(settings["fit"]["experiment"])
+    fitted, frame, groups, skipped = fit_experiment(runs, settings, experiment, str(p["model"]))
+    multi = frame[frame["workers"] > 1]
+    links = f"{settings['networks'][p['intra']]['label']} / {settings['networks'][p['network']]['label']}"
+    print(f"fitted to experiment {experiment}: {len(multi)} multi-GPU run(s) in {multi['group'].nunique()} group(s), "
+          f"links bounded by {links} (inside / between nodes), {p['gpus_per_node']} GPUs per node")  # fmt: skip
+    for note in skipped:
+        print(f"  left out: {note}")
+    print(f"\n  {'GPUs':>5}  {'measured':>8}  {'fitted':>6}  {'residual':>8}  run")
+    for r in multi.itertuples():
+        model_e = fitted.predict(int(r.workers), float(r.compute_s), float(r.nbytes))["efficiency"]
+        print(f"  {r.workers:>5}  {r.efficiency_speed:>8.3f}  {model_e:>6.3f}  {r.efficiency_speed - model_e:>+8.3f}  "
+              f"{r.run_name} ({r.run_id})")  # fmt: skip
+    for name, v in fitted.summary().items():
+        print(f"  {name:<11} {v['value']:9.3f}  (envelope {v['low']:.3f} .. {v['high']:.3f}; bound {v['cap']:g})")
+    print(f"  residual rms {100 * fitted.residual_rms:.1f} points (envelope: up to {100 * fitted.threshold_rms:.1f})")
+    workers = int(p["workers"])
+    for g in groups.itertuples():
+        measured = frame[frame["group"] == g.group]
+        print(f"\n{g.group}: predicted at batch {g.batch_per_worker} per GPU, one GPU {1e3 * g.compute_s:.1f} ms "
+              f"per step (run {g.run_id})")  # fmt: skip
+        print(
+            f"  {'GPUs':>5}  {'efficiency':>10}  {'envelope':>13}  {'images/s':>10}  measured (bN: at batch N per GPU)"
+        )
+        steps = {int(2**k) for k in range(int(np.log2(workers)) + 1)} | {workers}
+        for n in sorted(steps | {int(w) for w in measured["workers"] if w <= workers}):
+            e = fitted.predict(n, float(g.compute_s), float(g.nbytes))
+            rate = n * int(g.batch_per_worker) / float(g.compute_s) * e["efficiency"]
+            at = measured[measured["workers"] == n]
+            seen = ", ".join(
+                _measured(v, b, g.batch_per_worker) for v, b in zip(at.efficiency_speed, at.batch_per_worker)
+            )
+            seen = seen or "-"
+            print(f"  {n:>5}  {e['efficiency']:>10.3f}  {e['low']:>6.3f}..{e['high']:<6.3f}  {rate:>10.0f}  {seen}")
+    return 0
+
+
+def _measured(efficiency: float, batch: int, predicted_batch: int) -> str:
+    """A measured efficiency as the prediction's table shows it: its batch per GPU named where it is not the one
+    predicted (a strong-scaling run splits the batch of its 1-GPU run)."""
+    return f"{efficiency:.3f}" + ("" if int(batch) == int(predicted_batch) else f" (b{int(batch)})")
 
 
 def validate_command(args: list[str]) -> int:

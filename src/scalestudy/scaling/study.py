@@ -35,10 +35,13 @@ from .mlperf_check import check_families
 from .sizes import SizeError, gradient_bytes, read_sizes
 
 
-def published_runs(runs: pd.DataFrame, spec: Mapping) -> pd.DataFrame:
-    """Published runs matching every {column: value(s)} of spec (FINISHED unless spec says otherwise)."""
+def published_runs(runs: pd.DataFrame, spec: Mapping, any_source: bool = False) -> pd.DataFrame:
+    """Published runs (of any source with `any_source`) matching every {column: value(s)} of spec (FINISHED unless
+    spec says otherwise)."""
     spec = {"status": "FINISHED", **dict(spec)}
-    mask = runs["source"].astype(str).eq("published") if "source" in runs else pd.Series(True, index=runs.index)
+    mask = pd.Series(True, index=runs.index)
+    if "source" in runs and not any_source:
+        mask = runs["source"].astype(str).eq("published")
     return runs[mask & where_mask(runs, spec)]
 
 
@@ -53,12 +56,15 @@ def group_label(model: str, batch) -> str:
 def dataset_frame(runs: pd.DataFrame, dataset: Mapping) -> tuple[pd.DataFrame, list[str]]:
     """Every run of the dataset with its efficiency, compute time per step and gradient bytes; and the models
     left out (no gradient size, no 1-GPU run) with why."""
-    chosen = published_runs(runs, dataset["runs"])
+    chosen = published_runs(runs, dataset["runs"], bool(dataset.get("any_source")))
     chosen = chosen[chosen["throughput_total"].notna()] if "throughput_total" in chosen else chosen.iloc[0:0]
     group = list(dataset["group"])
     scaled = scaling(chosen, group=group)
     scaled = scaled[scaled["efficiency_speed"].notna()]
     skipped, keep = [], []
+    if scaled["batch_per_worker"].isna().any():  # e.g. a global batch that does not divide by the GPUs
+        skipped.append(f"{int(scaled['batch_per_worker'].isna().sum())} run(s) without a batch per GPU")
+        scaled = scaled[scaled["batch_per_worker"].notna()]
     for model in sorted(scaled["model"].unique()):
         try:
             keep.append((model, gradient_bytes(model, int(dataset["classes"]))))
@@ -85,6 +91,9 @@ def fit_dataset(runs: pd.DataFrame, settings: Mapping, name: str, max_workers: i
     """(Fit on the points up to max_workers GPUs, all of them when None; the dataset's frame; the models left out)."""
     dataset = settings["datasets"][name]
     frame, skipped = dataset_frame(runs, dataset)
+    if frame.empty:
+        raise LookupError(f"no run of dataset {name} in the store: import it (make import), or fit your own runs "
+                          "(fit.experiment=NAME)")  # fmt: skip
     chosen = frame if max_workers is None else frame[frame["workers"] <= int(max_workers)]
     if "bounds" not in dataset:
         raise LookupError(f"conf/scaling/default.yaml datasets.{name}.bounds: the links' line rates are not stated")
@@ -165,11 +174,18 @@ def compute_time(runs: pd.DataFrame, settings: Mapping, device: str, model: str,
     From the device's single-GPU run of that model and batch; a model without one is interpolated linearly in
     forward FLOPs between the two measured models (same device and batch; of its own family where that has
     measured members on both sides) whose FLOPs enclose its own."""
-    if device not in settings["devices"]:
-        raise LookupError(
-            f"device={device}: no one-GPU measurement configured (known: {', '.join(settings['devices'])})"
-        )
-    ones = published_runs(runs, settings["devices"][device])
+    if device in settings["devices"]:
+        ones = published_runs(runs, settings["devices"][device])
+    else:  # a device of your own: its 1-GPU runs in the store, of any source
+        stated = "device" in runs
+        ones = published_runs(runs, {"device": device, "workers": 1}, any_source=True) if stated else runs.iloc[:0]
+        if ones.empty:
+            one_gpu = runs.loc[pd.to_numeric(runs["workers"], errors="coerce") == 1]
+            present = sorted(map(str, set(one_gpu["device"].dropna()))) if stated else []
+            raise LookupError(
+                f"device={device}: no 1-GPU run of it in the store (configured: {', '.join(settings['devices'])}; "
+                f"with a 1-GPU run: {', '.join(present) or 'none'})"
+            )
     ones = ones[ones["throughput_total"].notna() & matches(ones["batch_per_worker"], int(batch))]
     measured = ones[ones["model"].astype(str) == model]
     if len(measured):
