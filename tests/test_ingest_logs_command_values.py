@@ -361,7 +361,8 @@ def test_usage_text(capsys, monkeypatch):
         "  --replace             make the experiment hold exactly these logs' runs (the summary names those it "
         "removes)",
         "  --dry-run             print the runs that would be written; write nothing",
-        "  --platform PLATFORM   machine or cluster the runs were made on, where the log does not name it",
+        "  --platform PLATFORM   machine or cluster the runs were made on, where neither the log nor its folder "
+        "names it",
         "  --device DEVICE       GPU (V100, A100, M60...) or cpu, where the log does not name it",
         "  --framework FRAMEWORK",
         "                        tensorflow, pytorch, mxnet..., where the log does not say it",

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError
+from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError, canonical_device
 from .. import published_tags, read_text
 
 FORMAT_NAMES = {
@@ -46,7 +46,6 @@ SKIPPED_SUFFIXES = {".md", ".rst", ".yaml", ".yml", ".csv", ".py", ".sh", ".png"
 RANK_PREFIX_RE = re.compile(r"^\s*\[(?:\d+,)?(?P<rank>\d+)\](?:<std(?:out|err)>)?:\s?(?P<rest>.*)$")
 # The last line of a Python traceback: `module.SomeError: message` (also TensorFlow's `X (see above ...): msg`).
 PY_ERROR_RE = re.compile(r"^(?P<text>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)\b(?:[^:\n]*)?:.*)$")
-VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct")
 KEY_PREFIX = "sha256:"
 WARNING_TAG = "import_warning"  # what a parser warns about (a malformed file beside the log): printed by the command
 # Tags that say where a log was found, not what it says: outside a content-keyed run's content hash.
@@ -179,14 +178,8 @@ def param(what: str, from_log: object, given: object, option: str, where: str, t
 
 
 def device_name(name: str) -> str:
-    """A GPU's name as the study writes devices: 'Tesla V100-SXM2-16GB' -> 'V100', 'NVIDIA A100-SXM4-80GB (400W)'
-    -> 'A100', 'GeForce GTX 1070' -> 'GTX 1070', 'Tesla M60' -> 'M60'."""
-    words = [w for w in re.sub(r"\(.*?\)", " ", name).split() if w.lower() not in VENDOR_WORDS]
-    if not words:
-        return name.strip()
-    if len(words) == 1:
-        return words[0].split("-")[0]  # V100-SXM2-16GB -> V100
-    return " ".join(words)
+    """A GPU's name as the study writes devices: schema.canonical_device, the one table the harness uses too."""
+    return canonical_device(name)
 
 
 def strip_rank(text: str) -> tuple[int | None, str]:

@@ -121,7 +121,9 @@ def argument_parser() -> argparse.ArgumentParser:
         help="make the experiment hold exactly these logs' runs (the summary names those it removes)",
     )
     ap.add_argument("--dry-run", action="store_true", help="print the runs that would be written; write nothing")
-    ap.add_argument("--platform", help="machine or cluster the runs were made on, where the log does not name it")
+    ap.add_argument(
+        "--platform", help="machine or cluster the runs were made on, where neither the log nor its folder names it"
+    )
     ap.add_argument("--device", help="GPU (V100, A100, M60...) or cpu, where the log does not name it")
     ap.add_argument("--framework", help="tensorflow, pytorch, mxnet..., where the log does not say it")
     ap.add_argument("--data", help="synthetic or real, where the log does not say it")
