@@ -28,13 +28,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError, canonical_device
+from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError, canonical_device, canonical_model
 from .. import published_tags, read_text
 
 FORMAT_NAMES = {
     "mlperf": "MLPerf training result log (:::MLLOG lines)",
     "dllogger": "NVIDIA DLLogger JSON lines (DLLL {...})",
     "tf_cnn_json": "tf_cnn_benchmarks --benchmark_log_dir output (benchmark.log + metric.log)",
+    "horovod_timeline": "Horovod timeline (HOROVOD_TIMELINE Chrome trace JSON)",
     "horovod_synthetic": "Horovod synthetic benchmark output (Total img/sec on N GPU(s))",
     "keras_mgpu": "Keras multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec)",
     "tf_cnn_text": "tf_cnn_benchmarks text output (total images/sec)",
@@ -60,9 +61,11 @@ class LogOptions:
 
     source: experiment and citation (and url), as a dataset's source.yaml gives them (ingest.read_source); with
     `folder` and `dataset_dir` in it, run descriptions name the file inside the dataset as the datasets' do.
-    platform, device, framework, data: override (or supply) these schema params for every run. workers: supplies
-    the GPU count where the log does not state it (DLLogger, MLPerf, where it also wins over the log); a log that
-    states it (tf_cnn_benchmarks, Horovod's synthetic benchmark, Keras multi-GPU) keeps its count, with a warning.
+    platform, device, framework, data: override (or supply) these schema params for every run. model: supplies the
+    model of a Horovod timeline (which names none); a log that names its model keeps it, with a warning. workers:
+    supplies the GPU count where the log does not state it (DLLogger, MLPerf, where it also wins over the log); a
+    log that states it (tf_cnn_benchmarks, Horovod's synthetic benchmark, Keras multi-GPU) keeps its count, with a
+    warning.
     """
 
     source: Mapping[str, str]
@@ -70,6 +73,7 @@ class LogOptions:
     device: str | None = None
     framework: str | None = None
     data: str | None = None
+    model: str | None = None
     workers: int | None = None
     key_prefix: Mapping[Path, str] = field(default_factory=dict)  # file -> the name its runs' keys start with
 
@@ -204,12 +208,13 @@ def python_error(text: str) -> str | None:
 
 def formats() -> dict[str, ModuleType]:
     """Format name -> its module, in the order they are tried (the most specific first)."""
-    from . import dllogger, horovod_synthetic, keras_mgpu, mlperf, tf_cnn_json, tf_cnn_text
+    from . import dllogger, horovod_synthetic, horovod_timeline, keras_mgpu, mlperf, tf_cnn_json, tf_cnn_text
 
     modules = {
         "mlperf": mlperf,
         "dllogger": dllogger,
         "tf_cnn_json": tf_cnn_json,
+        "horovod_timeline": horovod_timeline,
         "horovod_synthetic": horovod_synthetic,
         "keras_mgpu": keras_mgpu,
         "tf_cnn_text": tf_cnn_text,
@@ -322,13 +327,19 @@ def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | N
         runs = parse(path, options)
         if not runs:
             raise SchemaError(f"{path}:1: a {FORMAT_NAMES[fmt]} with no run in it")
-        for run in runs:  # a log that states its GPU count keeps it: say so, rather than drop the option unsaid
+        for run in runs:  # a log that states its GPU count (model) keeps it: say so, rather than drop the option unsaid
             if options.workers is not None and run.params["workers"] != options.workers:
-                note = f"{path}: --workers {options.workers} not used: the log says {run.params['workers']} GPUs"
-                run.tags[WARNING_TAG] = " | ".join(filter(None, [run.tags.get(WARNING_TAG), note]))
+                warn(run, f"{path}: --workers {options.workers} not used: the log says {run.params['workers']} GPUs")
+            if options.model and run.params["model"] != canonical_model(options.model, "--model"):
+                warn(run, f"{path}: --model {options.model} not used: the log says {run.params['model']}")
         found.records.extend(runs)
         found.formats[unit] = fmt
     return found
+
+
+def warn(run: RunRecord, note: str) -> None:
+    """Add `note` to the run's import warnings (printed by the command)."""
+    run.tags[WARNING_TAG] = " | ".join(filter(None, [run.tags.get(WARNING_TAG), note]))
 
 
 def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:
