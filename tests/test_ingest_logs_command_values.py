@@ -308,7 +308,8 @@ def test_bad_options_logs_names_and_foreign_runs_are_refused(logs, capsys, empty
     assert run(capsys, "ok.txt", "notes.log", "--experiment", "mine", "--platform", "p") == (
         2, "", "error: notes.log:1: not a log format this importer knows (MLPerf training result log (:::MLLOG "
         "lines); NVIDIA DLLogger JSON lines (DLLL {...}); tf_cnn_benchmarks --benchmark_log_dir output "
-        "(benchmark.log + metric.log); Horovod synthetic benchmark output (Total img/sec on N GPU(s)); Keras "
+        "(benchmark.log + metric.log); Horovod timeline (HOROVOD_TIMELINE Chrome trace JSON); Horovod synthetic "
+        "benchmark output (Total img/sec on N GPU(s)); Keras "
         "multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec); tf_cnn_benchmarks text output (total "
         f"images/sec)){NOTHING}",
     )  # fmt: skip
@@ -345,8 +346,8 @@ def test_usage_text(capsys, monkeypatch):
     assert capsys.readouterr().out.splitlines() == [
         "usage: python -m scalestudy.ingest logs [-h] --experiment EXPERIMENT [--replace] [--dry-run] "
         "[--platform PLATFORM]",
-        f"{indent}[--device DEVICE] [--framework FRAMEWORK] [--data DATA] [--workers WORKERS]",
-        f"{indent}[--citation CITATION] [--url URL]",
+        f"{indent}[--device DEVICE] [--framework FRAMEWORK] [--data DATA] [--model MODEL]",
+        f"{indent}[--workers WORKERS] [--citation CITATION] [--url URL]",
         f"{indent}PATH [PATH ...]",
         "",
         "python -m scalestudy.ingest logs PATH... --experiment NAME: benchmark logs -> published MLflow runs.",
@@ -361,11 +362,13 @@ def test_usage_text(capsys, monkeypatch):
         "  --replace             make the experiment hold exactly these logs' runs (the summary names those it "
         "removes)",
         "  --dry-run             print the runs that would be written; write nothing",
-        "  --platform PLATFORM   machine or cluster the runs were made on, where the log does not name it",
+        "  --platform PLATFORM   machine or cluster the runs were made on, where neither the log nor its folder "
+        "names it",
         "  --device DEVICE       GPU (V100, A100, M60...) or cpu, where the log does not name it",
         "  --framework FRAMEWORK",
         "                        tensorflow, pytorch, mxnet..., where the log does not say it",
         "  --data DATA           synthetic or real, where the log does not say it",
+        "  --model MODEL         resnet50, vgg16...: the model of a Horovod timeline (which names none)",
         "  --workers WORKERS     number of GPUs, where the log does not say it (MLPerf, DLLogger)",
         "  --citation CITATION   where the logs come from (default: the experiment's name)",
         "  --url URL             where the logs can be found",

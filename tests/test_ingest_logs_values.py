@@ -241,7 +241,8 @@ def test_detect_and_the_files_a_folder_walk_keeps(tmp_path):
     assert str(err.value) == (
         f"{d / 'tfjson' / 'x.log'}:1: not a log format this importer knows (MLPerf training result log (:::MLLOG "
         "lines); NVIDIA DLLogger JSON lines (DLLL {...}); tf_cnn_benchmarks --benchmark_log_dir output "
-        "(benchmark.log + metric.log); Horovod synthetic benchmark output (Total img/sec on N GPU(s)); Keras "
+        "(benchmark.log + metric.log); Horovod timeline (HOROVOD_TIMELINE Chrome trace JSON); Horovod synthetic "
+        "benchmark output (Total img/sec on N GPU(s)); Keras "
         "multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec); tf_cnn_benchmarks text output (total "
         "images/sec))"
     )

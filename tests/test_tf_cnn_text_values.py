@@ -57,11 +57,13 @@ def test_replicated_nccl_run_every_tag(trace_lines):
         "citation": "benchmark logs imported into logs-test",
         "command": "python ./tf_cnn_benchmarks.py --model inception3 --num_gpus 2 --variable_update replicated",
         "dataset": "logs-test",
+        "device_basis": "log:line 171",  # `name: Tesla M60`
         "device_name": "Tesla M60",  # :171
         "last_logged_step": "100",  # :215
         "local_parameter_device": "gpu",  # not on the command line: tf_cnn_benchmarks' default
         "log_file": name,
         "log_format": "tf_cnn_text",
+        "platform_basis": "given (--platform)",
         "source": "published",
         "source_line": f"{name}:217",
         "source_lines": f"model: {name}:191; batch_per_worker: {name}:194; workers: {name}:193; "
@@ -70,6 +72,7 @@ def test_replicated_nccl_run_every_tag(trace_lines):
         "tensorflow_version": "1.3",  # :190
         "use_nccl": "true",  # :199
         "variable_update_raw": "replicated",  # :198
+        "workers_basis": "log:line 193 (64 global / 32 per device); line 195 lists 2 device(s)",  # :195 `Devices:`
     }
     assert rec.status == "FINISHED" and rec.where == f"{TRACE}:164"
     assert [r.key.rsplit("#", 1)[1] for r in records] == ["1", "2", "3", "4", "5", "6"]  # the runs in file order
@@ -148,8 +151,10 @@ def test_failed_run_and_cpu_devices(trace_lines, tmp_path):
     cpu = lambda lines: [x.replace("['/gpu:0', '/gpu:1']", "['/cpu:0']") for x in lines]  # noqa: E731
     (rec,) = parse(run4(trace_lines, tmp_path, cpu), options(platform="p"))
     assert rec.params["device"] == "cpu" and "device_name" not in rec.tags
-    (rec,) = parse(run4(trace_lines, tmp_path), options(platform="p", device="K80"))  # --device wins, no name
-    assert rec.params["device"] == "K80" and "device_name" not in rec.tags
+    assert rec.tags["device_basis"] == "log:line 32"  # run4.txt:32 `Devices:     ['/cpu:0']` (edited)
+    (rec,) = parse(run4(trace_lines, tmp_path), options(platform="p", device="K80"))  # --device wins, the log's kept
+    assert rec.params["device"] == "K80" and rec.tags["device_name"] == "Tesla M60" and rec.tags["log_device"] == "M60"
+    assert rec.tags["device_basis"] == "given (--device)"
     real = lambda lines: [lines[0] + " --data_dir=/data/imagenet", *lines[1:]]  # noqa: E731
     (rec,) = parse(run4(trace_lines, tmp_path, real), options(platform="p"))
     assert rec.params["data"] == "real" and "data: run4.txt:1" in rec.tags["source_lines"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -139,6 +140,16 @@ MODEL_ALIASES = {
 }
 
 
+# A GPU's name as the study writes devices (the one table: the log importers, MLPerf's system files and the harness
+# all name a GPU through canonical_device): vendor words and parenthesised notes dropped; a one-word model keeps the
+# part before its first '-' ('V100-SXM2-16GB' -> 'V100'); a model code followed only by memory, form-factor or
+# memory-type words keeps the code ('H100 80GB HBM3' -> 'H100', 'A100 80GB PCIe' -> 'A100'); other names keep
+# their words ('GeForce RTX 3090' -> 'RTX 3090', 'GeForce GTX 1080 Ti' -> 'GTX 1080 Ti', 'Tesla M60' -> 'M60').
+VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct")
+MODEL_CODE_RE = re.compile(r"^[A-Z]{1,2}\d{2,4}[A-Z]?$")  # V100, A100, H100, GH200, L40S, MI250X
+VARIANT_WORD_RE = re.compile(r"^(?:\d+GB|PCIe|PCIE|SXM\d*|HBM\d*e?|NVL|NVLink)$", re.IGNORECASE)
+
+
 class SchemaError(ValueError):
     """A record that does not fit the run schema; the message names where it came from."""
 
@@ -150,6 +161,20 @@ def canonical_model(name: str, where: str) -> str:
     if key not in MODELS:
         raise SchemaError(f"{where}: unknown model name {name!r} (known: {', '.join(sorted(MODELS))})")
     return key
+
+
+def canonical_device(name: str) -> str:
+    """A GPU's name as the study writes devices (the table above): 'Tesla V100-SXM2-16GB' -> 'V100', 'NVIDIA
+    A100-SXM4-80GB (400W)' -> 'A100', 'NVIDIA H100 80GB HBM3' -> 'H100', 'NVIDIA GeForce RTX 3090' -> 'RTX 3090',
+    'GeForce GTX 1070' -> 'GTX 1070', 'Tesla M60' -> 'M60'."""
+    words = [w for w in re.sub(r"\(.*?\)", " ", name).split() if w.lower() not in VENDOR_WORDS]
+    if not words:
+        return name.strip()
+    if len(words) == 1:
+        return words[0].split("-")[0]  # V100-SXM2-16GB -> V100
+    if MODEL_CODE_RE.match(words[0]) and all(VARIANT_WORD_RE.match(w) for w in words[1:]):
+        return words[0]  # H100 80GB HBM3 -> H100
+    return " ".join(words)
 
 
 @dataclass

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import socket
 from dataclasses import asdict
 from pathlib import Path
@@ -19,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..config import experiment_users
 from ..files import write_text
 from ..provenance import environment_manifest
-from ..schema import DESCRIPTION_TAG, RunRecord
+from ..schema import DESCRIPTION_TAG, RunRecord, canonical_device
 from .job_config import JOB_CONFIG
 from .launch import PROFILE_DIR, RESULT_FILE, TIMELINE_FILE, JobOutcome
 from .timing import TimingError, aggregate
@@ -40,15 +39,13 @@ def flatten(node, prefix: str = "") -> dict[str, object]:
 
 
 def device_label(cfg: DictConfig, outcome: JobOutcome | None, manifest: dict) -> str:
-    """'cpu', or the GPU model in the short form the published runs use (e.g. 'H100', 'V100')."""
+    """'cpu', or the GPU model in the short form the published runs use (e.g. 'H100', 'V100', 'RTX 3090'): the name
+    schema.canonical_device gives, as the log importers do."""
     if str(cfg.device) == "cpu":
         return "cpu"
     names = [r.get("device_name") for r in ((outcome.result or {}).get("ranks", []) if outcome else [])]
     names = [n for n in names if n] or [g.split(",")[0] for g in manifest.get("gpus", [])]
-    if not names:
-        return "gpu"
-    short = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", names[0])
-    return short.group(1) if short else names[0]
+    return canonical_device(names[0]) if names else "gpu"
 
 
 def data_label(cfg) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..profile.timeline import read_timeline, summarize_timeline
+from ..profile.timeline import Span, read_timeline, summarize_timeline
 from ..schema import NOT_STATED, RunRecord, SchemaError
 from . import fetched_raw_files, published_tags, read_source
 
@@ -18,6 +18,11 @@ from . import fetched_raw_files, published_tags, read_source
 def ranks_of(path: Path) -> int:
     """The job's rank count: the ranks that mark one tensor's negotiation (Horovod's `X:` marks name them)."""
     spans, _, _ = read_timeline(path)
+    return ranks_in(spans, path)
+
+
+def ranks_in(spans: list[Span], path: Path) -> int:
+    """The rank count of a timeline's spans (see ranks_of); `path` names the file in the error."""
     marks: dict[int, set[str]] = {}
     for span in spans:
         if span.name.startswith("X:"):

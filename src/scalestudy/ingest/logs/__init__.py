@@ -31,13 +31,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 
-from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError
+from ...schema import DESCRIPTION_TAG, RunRecord, SchemaError, canonical_device, canonical_model
 from .. import published_tags, read_text
 
 FORMAT_NAMES = {
     "mlperf": "MLPerf training result log (:::MLLOG lines)",
     "dllogger": "NVIDIA DLLogger JSON lines (DLLL {...})",
     "tf_cnn_json": "tf_cnn_benchmarks --benchmark_log_dir output (benchmark.log + metric.log)",
+    "horovod_timeline": "Horovod timeline (HOROVOD_TIMELINE Chrome trace JSON)",
     "horovod_synthetic": "Horovod synthetic benchmark output (Total img/sec on N GPU(s))",
     "keras_mgpu": "Keras multi-GPU benchmark log of rossumai/keras-multi-gpu (Samples/sec)",
     "tf_cnn_text": "tf_cnn_benchmarks text output (total images/sec)",
@@ -49,7 +50,6 @@ SKIPPED_SUFFIXES = {".md", ".rst", ".yaml", ".yml", ".csv", ".py", ".sh", ".png"
 RANK_PREFIX_RE = re.compile(r"^\s*\[(?:\d+,)?(?P<rank>\d+)\](?:<std(?:out|err)>)?:\s?(?P<rest>.*)$")
 # The last line of a Python traceback: `module.SomeError: message` (also TensorFlow's `X (see above ...): msg`).
 PY_ERROR_RE = re.compile(r"^(?P<text>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt)\b(?:[^:\n]*)?:.*)$")
-VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro", "amd", "radeon", "instinct")
 KEY_PREFIX = "sha256:"
 # store.write.Claim: (key, tags, metrics) of a stored run no record's key names -> the key of the record taking it over
 Claim = Callable[[str, Mapping[str, str], Mapping[str, float]], "str | None"]
@@ -78,9 +78,11 @@ class LogOptions:
 
     source: experiment and citation (and url), as a dataset's source.yaml gives them (ingest.read_source); with
     `folder` and `dataset_dir` in it, run descriptions name the file inside the dataset as the datasets' do.
-    platform, device, framework, data: override (or supply) these schema params for every run. workers: supplies
-    the GPU count where the log does not state it (DLLogger, MLPerf, where it also wins over the log); a log that
-    states it (tf_cnn_benchmarks, Horovod's synthetic benchmark, Keras multi-GPU) keeps its count, with a warning.
+    platform, device, framework, data: override (or supply) these schema params for every run. model: supplies the
+    model of a Horovod timeline (which names none); a log that names its model keeps it, with a warning. workers:
+    supplies the GPU count where the log does not state it (DLLogger, MLPerf, where it also wins over the log); a
+    log that states it (tf_cnn_benchmarks, Horovod's synthetic benchmark, Keras multi-GPU) keeps its count, with a
+    warning.
     """
 
     source: Mapping[str, str]
@@ -88,6 +90,7 @@ class LogOptions:
     device: str | None = None
     framework: str | None = None
     data: str | None = None
+    model: str | None = None
     workers: int | None = None
     key_prefix: Mapping[Path, str] = field(default_factory=dict)  # file -> the name its runs' keys start with
 
@@ -216,14 +219,8 @@ def param(what: str, from_log: object, given: object, option: str, where: str, t
 
 
 def device_name(name: str) -> str:
-    """A GPU's name as the study writes devices: 'Tesla V100-SXM2-16GB' -> 'V100', 'NVIDIA A100-SXM4-80GB (400W)'
-    -> 'A100', 'GeForce GTX 1070' -> 'GTX 1070', 'Tesla M60' -> 'M60'."""
-    words = [w for w in re.sub(r"\(.*?\)", " ", name).split() if w.lower() not in VENDOR_WORDS]
-    if not words:
-        return name.strip()
-    if len(words) == 1:
-        return words[0].split("-")[0]  # V100-SXM2-16GB -> V100
-    return " ".join(words)
+    """A GPU's name as the study writes devices: schema.canonical_device, the one table the harness uses too."""
+    return canonical_device(name)
 
 
 def strip_rank(text: str) -> tuple[int | None, str]:
@@ -249,12 +246,13 @@ def python_error(text: str) -> str | None:
 
 def formats() -> dict[str, ModuleType]:
     """Format name -> its module, in the order they are tried (the most specific first)."""
-    from . import dllogger, horovod_synthetic, keras_mgpu, mlperf, tf_cnn_json, tf_cnn_text
+    from . import dllogger, horovod_synthetic, horovod_timeline, keras_mgpu, mlperf, tf_cnn_json, tf_cnn_text
 
     modules = {
         "mlperf": mlperf,
         "dllogger": dllogger,
         "tf_cnn_json": tf_cnn_json,
+        "horovod_timeline": horovod_timeline,
         "horovod_synthetic": horovod_synthetic,
         "keras_mgpu": keras_mgpu,
         "tf_cnn_text": tf_cnn_text,
@@ -389,13 +387,19 @@ def scan_logs(paths: Iterable[Path], options: LogOptions, progress: Callable | N
         runs = parse(path, options)
         if not runs:
             raise SchemaError(f"{path}:1: a {FORMAT_NAMES[fmt]} with no run in it")
-        for run in runs:  # a log that states its GPU count keeps it: say so, rather than drop the option unsaid
+        for run in runs:  # a log that states its GPU count (model) keeps it: say so, rather than drop the option unsaid
             if options.workers is not None and run.params["workers"] != options.workers:
-                note = f"{path}: --workers {options.workers} not used: the log says {run.params['workers']} GPUs"
-                run.tags[WARNING_TAG] = " | ".join(filter(None, [run.tags.get(WARNING_TAG), note]))
+                warn(run, f"{path}: --workers {options.workers} not used: the log says {run.params['workers']} GPUs")
+            if options.model and run.params["model"] != canonical_model(options.model, "--model"):
+                warn(run, f"{path}: --model {options.model} not used: the log says {run.params['model']}")
         found.records.extend(runs)
         found.formats[unit] = fmt
     return found
+
+
+def warn(run: RunRecord, note: str) -> None:
+    """Add `note` to the run's import warnings (printed by the command)."""
+    run.tags[WARNING_TAG] = " | ".join(filter(None, [run.tags.get(WARNING_TAG), note]))
 
 
 def read_logs(paths: Iterable[Path], options: LogOptions) -> list[RunRecord]:

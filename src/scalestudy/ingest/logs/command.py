@@ -122,10 +122,13 @@ def argument_parser() -> argparse.ArgumentParser:
         help="make the experiment hold exactly these logs' runs (the summary names those it removes)",
     )
     ap.add_argument("--dry-run", action="store_true", help="print the runs that would be written; write nothing")
-    ap.add_argument("--platform", help="machine or cluster the runs were made on, where the log does not name it")
+    ap.add_argument(
+        "--platform", help="machine or cluster the runs were made on, where neither the log nor its folder names it"
+    )
     ap.add_argument("--device", help="GPU (V100, A100, M60...) or cpu, where the log does not name it")
     ap.add_argument("--framework", help="tensorflow, pytorch, mxnet..., where the log does not say it")
     ap.add_argument("--data", help="synthetic or real, where the log does not say it")
+    ap.add_argument("--model", help="resnet50, vgg16...: the model of a Horovod timeline (which names none)")
     ap.add_argument("--workers", type=int, help="number of GPUs, where the log does not say it (MLPerf, DLLogger)")
     ap.add_argument("--citation", help="where the logs come from (default: the experiment's name)")
     ap.add_argument("--url", default="", help="where the logs can be found")
@@ -149,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         device=args.device,
         framework=args.framework,
         data=args.data,
+        model=args.model,
         workers=args.workers,
     )
     uri = tracking_uri()

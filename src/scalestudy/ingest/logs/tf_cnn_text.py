@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ...schema import NOT_STATED, RunRecord, SchemaError, canonical_model
 from . import LogOptions, gpu_names, lines_of, log_record, one_device, param, python_error, run_tags, strip_rank
+from .resolve import folder_platform, resolved
 
 FORMAT = "tf_cnn_text"
 TRACE_RE = re.compile(r"^\++\s+.*\btf_cnn_benchmarks\.py\b(?P<args>.*)$")
@@ -44,6 +45,7 @@ STEP_RE = re.compile(r"^(?P<step>\d+)\s+images/sec:\s+[\d.]+\s+\+/-\s+[\d.]+")
 TOTAL_RE = re.compile(r"^total images/sec:\s*(?P<value>\S+)\s*$")
 ARG_RE = re.compile(r"--(?P<name>\w+)(?:[= ](?P<value>[^-\s]\S*))?")
 TRUE = ("true", "1", "yes")
+DEVICE_ITEM_RE = re.compile(r"'[^']*'")  # one device of the 'Devices' header: ['/gpu:0', '/gpu:1']
 
 
 @dataclass
@@ -226,19 +228,33 @@ def _data_from_log(run: _Run, lines: dict[str, int]) -> str | None:
 
 
 def _device_from_log(path: Path, options: LogOptions, run: _Run, where: str, tags: dict[str, str],
-                     lines: dict[str, int]) -> str | None:  # fmt: skip
-    """cpu, or the one GPU model the run's lines name (its full name in `tags`); None when --device is given."""
-    devices = run.header.get("Devices", ("", 0))[0]
-    if options.device:
-        gpu, full = None, None
-    elif "cpu" in devices.lower() and "gpu" not in devices.lower():
-        gpu, full = "cpu", None
-    else:
+                     lines: dict[str, int]) -> tuple[str, str] | None:  # fmt: skip
+    """(cpu or the one GPU model the run's lines name, its basis `log:line N`), or None; the GPU's full name in
+    `tags`. Several kinds of GPU fail unless --device names the run's."""
+    devices, devices_line = run.header.get("Devices", ("", 0))
+    if "cpu" in devices.lower() and "gpu" not in devices.lower():
+        lines["device"] = devices_line
+        return "cpu", f"log:line {devices_line}"
+    try:
         gpu, full = one_device(run.gpus, path, where)
-    if full:
-        tags["device_name"] = full
-        lines["device"] = run.gpus[full]
-    return gpu
+    except SchemaError:
+        if options.device:
+            return None
+        raise
+    if not full:
+        return None
+    tags["device_name"] = full
+    lines["device"] = run.gpus[full]
+    return gpu, f"log:line {run.gpus[full]}"
+
+
+def _workers_basis(run: _Run, batch_global: int, per_device: int) -> str:
+    """Where the GPU count comes from: the 'Batch size' header (global / per device), and what 'Devices' lists."""
+    basis = f"log:line {run.header['Batch size'][1]} ({batch_global} global / {per_device} per device)"
+    if "Devices" in run.header:
+        listed, line = run.header["Devices"]
+        basis += f"; line {line} lists {len(DEVICE_ITEM_RE.findall(listed))} device(s)"
+    return basis
 
 
 def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord:
@@ -258,9 +274,11 @@ def _record(path: Path, options: LogOptions, run: _Run, index: int) -> RunRecord
     status, metrics = _outcome(path, run, ranks, what, tags)
 
     data = param("data", _data_from_log(run, lines), options.data, "--data", where, tags)
-    gpu = _device_from_log(path, options, run, where, tags, lines)
-    device = param("device", gpu, options.device, "--device", where, tags)
-    platform = param("platform", None, options.platform, "--platform", where, tags)
+    found = _device_from_log(path, options, run, where, tags, lines)
+    device = resolved("device", found, options.device, "--device", where, tags)
+    in_folder = folder_platform(path, tags.get("device_name"))
+    platform = resolved("platform", in_folder, options.platform, "--platform", where, tags)
+    tags["workers_basis"] = _workers_basis(run, batch_global, per_device)
     framework = param("framework", "tensorflow", options.framework, "--framework", where, tags)
     if "TensorFlow" in header:
         tags["tensorflow_version"] = header["TensorFlow"][0]
