@@ -49,7 +49,7 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(1) >/dev/null; \
 	else echo "missing Debian packages: $(1) (run 'sudo apt-get install $(1)' or make as root)" >&2; exit 1; fi
 
-.PHONY: help env train-env import import-for import-datasets figures tables all paper ui test test-fast test-train clean distclean lock \
+.PHONY: help env train-env import import-for import-datasets figures tables all paper ui compare test test-fast test-train clean distclean lock \
 	accept-runs bench-build bench-harness data-cifar10 system-paper system-ui system-slurm system-build docker sif refresh-digest \
 	container-check lint model-sizes mutation-check mutation-lists system-image image-cpu image-test \
 	cluster-up cluster-status cluster-down
@@ -154,6 +154,14 @@ tables: $(IMPORTED) ## every table
 
 all: $(IMPORTED) ## every figure and table
 	$(PY) -m scalestudy.paper all $(BUILD_ARGS)
+
+# Your runs beside the study's (docs/compare.md): the experiment EXPERIMENT (imported logs or measured runs) drawn
+# as its own series in the figures FIGURES, written to compare/EXPERIMENT/ (never paper/).
+COMPARE_FIGURES ?= figure-1 figure-2 figure-9 figure-10
+compare: $(VENV)/.build.stamp ## your experiment beside the study: make compare EXPERIMENT=NAME [FIGURES='figure-2 figure-10']
+	@test -n "$(EXPERIMENT)" || { echo "error: name your experiment: make compare EXPERIMENT=NAME (docs/compare.md)" >&2; exit 2; }
+	@for target in $(or $(FIGURES),$(COMPARE_FIGURES)); do $(MAKE) --no-print-directory import-for TARGET=$$target; done
+	$(PY) -m scalestudy.paper $(or $(FIGURES),$(COMPARE_FIGURES)) compare=$(EXPERIMENT) $(ARGS)
 
 paper: all system-paper ## figures, tables and paper/main.pdf (latexmk)
 	latexmk -pdf -interaction=nonstopmode -halt-on-error -cd -quiet paper/main.tex

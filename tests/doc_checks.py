@@ -43,7 +43,7 @@ PLACEHOLDER_STEM = "N"  # `make figure-N`: any figure
 # A pattern rule's stem names a config: figure-% is conf/figure/figure-%.yaml.
 PATTERN_CONFIGS = {"figure-%": "figure/figure-%", "table-%": "table/table-%", "run-figure-%": "experiment/figure-%"}
 # The variables of the Makefile that one target reads and another does not (the others are global settings).
-TARGET_VARIABLES = ("source", "ARGS", "SIZE", "TARGET")
+TARGET_VARIABLES = ("source", "ARGS", "SIZE", "TARGET", "EXPERIMENT", "FIGURES")
 # What each make target that reads ARGS, source or SIZE runs; tests/test_doc_commands.py checks this list against
 # the Makefile's recipes.
 PAPER_TARGETS = {"figures": "figures", "tables": "tables", "all": "all", "paper": "all"}
@@ -194,6 +194,13 @@ def check_make_run(rule: str, stem: str | None, settings: dict[str, str]) -> set
         cpu_run = split_words(variables[f"RUN_ARGS_{stem}"]) if settings.get("SIZE") != "full" else []
         check_train(["-m", f"experiment=figure-{stem}", *cpu_run, *args])
         return {"SIZE", "ARGS"}
+    if rule == "compare":  # make compare EXPERIMENT=NAME [FIGURES=...]: the builder's targets with compare=NAME
+        _, variables = make_database()
+        figures = split_words(settings.get("FIGURES", "")) or split_words(variables["COMPARE_FIGURES"])
+        if not settings.get("EXPERIMENT"):
+            raise DocCommandError("make compare: EXPERIMENT=NAME is required")
+        check_paper([*figures, f"compare={settings['EXPERIMENT']}", *args])
+        return {"EXPERIMENT", "FIGURES", "ARGS"}
     if rule == "import-for":
         check_ingest(["--list", "--for", *split_words(settings.get("TARGET", ""))])
         return {"TARGET"}

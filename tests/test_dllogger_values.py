@@ -56,7 +56,7 @@ def test_excerpt_every_field():
         "dataset": "logs-test",
         "log_file": name,
         "log_format": "dllogger",
-        "source": "published",
+        "source": "yours",
         "source_line": f"{name}:68",
         "source_lines": f"throughput_total: {name}:68; model: {name}:1; workers: {name}:1; batch_per_worker: "
         f"{name}:1; accuracy_test: {name}:68",

@@ -152,7 +152,7 @@ def test_every_target_that_reads_args_has_a_check():
     check."""
     rules, _ = make_database()
     reading = {name for name, recipe in rules.items() if re.search(r"\$\((ARGS|BUILD_ARGS|SIZE|TARGET)\)", recipe)}
-    known = set(PAPER_TARGETS) | set(ARGS_PARSERS) | {"figure-%", "table-%", "run-figure-%", "import-for"}
+    known = set(PAPER_TARGETS) | set(ARGS_PARSERS) | {"figure-%", "table-%", "run-figure-%", "import-for", "compare"}
     assert reading <= known, f"make targets passing ARGS on that tests/doc_checks.py does not check: {reading - known}"
     sweep = "scalestudy.train -m experiment=figure-$* $(if $(filter full,$(SIZE)),,$(RUN_ARGS_$*)) $(ARGS)"
     assert sweep in rules["run-figure-%"], "run-figure-% runs something else than tests/doc_checks.py composes"

@@ -58,7 +58,7 @@ def test_two_runs_every_field(tmp_path):
         "dataset": "logs-test",
         "log_file": "hvd.out",
         "log_format": "horovod_synthetic",
-        "source": "published",
+        "source": "yours",
         "source_line": "hvd.out:7",
         "source_lines": "model: hvd.out:1; batch_per_worker: hvd.out:2; throughput_total: hvd.out:7; workers: "
         "hvd.out:7; throughput_per_worker: hvd.out:6",

@@ -107,9 +107,12 @@ def test_timelines_import_as_runs_that_figure_9_draws(empty_store, tmp_path, mon
         for name, value in by_hand(path).items():
             assert math.isclose(run[name], value, rel_tol=1e-9), (path.name, name)
     built = tmp_path / "built"
-    assert paper(["figure-9", "figure.runs.published.experiment=mine", f"out_dir={built}"]) == 0
+    # beside the study (this store holds none of its timelines): the user's two runs, as their own series
+    assert paper(["figure-9", "compare=mine", f"out_dir={built}"]) == 0
     drawn = json.loads((built / "figures" / "figure-9.json").read_text())
     assert {r["experiment"] for r in drawn["mlflow_runs"]} == {"mine"} and len(drawn["mlflow_runs"]) == 2
+    assert drawn["compare"] == {"experiment": "mine", "drawn": sorted(runs["run_id"]), "not_drawn": []}
+    assert drawn["title"] == "Where a step's time goes, beside mine"
     for point in drawn["points"]:
         assert math.isclose(point["value"], runs.loc[point["workers"], point["y"]], rel_tol=1e-9)
     assert {p["y"] for p in drawn["points"]} == {"step_time_ms", "step_negotiate_ms", "step_comm_ms",

@@ -64,7 +64,7 @@ def test_user_source_and_run_tags_of_a_users_log(tmp_path):
     log.write_bytes(b"total images/sec: 1\n")
     options = LogOptions(source=user_source("mine", "Smith (2017)"))
     assert run_tags(options, log, 7, {"throughput_total": 7, "device": "sys.json:21"}, "tf_cnn_text") == {
-        "source": "published", "citation": "Smith (2017)", "dataset": "mine", "source_url": "",
+        "source": "yours", "citation": "Smith (2017)", "dataset": "mine", "source_url": "",
         "source_line": "run.log:7",
         DESCRIPTION_TAG: "Read from `run.log` line 7 (tf_cnn_benchmarks text output (total images/sec)) by "
                          "`python -m scalestudy.ingest logs`.\n\nSource: Smith (2017)",

@@ -40,7 +40,7 @@ def test_real_folder_every_tag_and_time():
         "log_format": "tf_cnn_json",
         "machine_gpus": "4",  # gpu_info.count: the machine's, not the run's
         "num_batches": "500",
-        "source": "published",
+        "source": "yours",
         "source_line": "metric.log:52",  # the last average_examples_per_sec
         "source_lines": "throughput_total: metric.log:52; model, batch, workers, device: benchmark.log:1",
         "source_url": "",

@@ -64,7 +64,7 @@ def test_replicated_nccl_run_every_tag(trace_lines):
         "log_file": name,
         "log_format": "tf_cnn_text",
         "platform_basis": "given (--platform)",
-        "source": "published",
+        "source": "yours",
         "source_line": f"{name}:217",
         "source_lines": f"model: {name}:191; batch_per_worker: {name}:194; workers: {name}:193; "
         f"throughput_total: {name}:217; data: {name}:164; device: {name}:171",

@@ -112,7 +112,7 @@ NOT_STATED = "not stated"
 # Per-step series, logged as MLflow metric histories (step = global step, timestamp = wall clock).
 SERIES = {"step_throughput_total": "instantaneous images/s summed over workers at that step"}
 
-SOURCES = ("published", "measured")
+SOURCES = ("published", "measured", "yours")  # yours: logs a user imported (ingest logs)
 # The tag MLflow's UI shows as the description of a run or an experiment (Markdown): where a published run was
 # read from (file:line), which job a measured run was; an experiment's source, citation and users.
 DESCRIPTION_TAG = "mlflow.note.content"

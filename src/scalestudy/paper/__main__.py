@@ -23,6 +23,7 @@ from ..files import remove_stale_temporaries
 from ..provenance import git_commit
 from ..store import load_runs, tracking_uri
 from .cli_args import GROUPS, base_config_yaml, expand, help_text, parse, split_arguments
+from .compare import NothingOfYours, out_dir_of
 from .conf_schema import typed
 from .missing_runs import experiments_named, missing_line
 from .selection import EmptySelection, NoRunsDeclared
@@ -104,7 +105,9 @@ def build(configs: list[tuple[str, str, DictConfig]], asked: list[str], override
     for group, name, cfg in configs:
         spec = OmegaConf.to_container(cfg[group], resolve=True)
         spec["tracking_uri"] = uri
-        out_dir = Path(cfg.out_dir) / ("figures" if group == "figure" else "tables")
+        out_dir = (out_dir_of(cfg.out_dir, cfg.compare) if cfg.compare else Path(cfg.out_dir)) / (
+            "figures" if group == "figure" else "tables"
+        )
         try:
             written = build_one(group, spec, runs, cfg, out_dir, commit, config_record(cfg, overrides))
         except (LookupError, ValueError, TypeError) as err:
@@ -130,7 +133,8 @@ def note_failure(tally: Tally, err: Exception, name: str, asked: bool, lacking: 
     """Say or keep why target `name` was not built: a target of `figures` or `all` that declares no runs of the
     source is skipped; one whose runs are missing from the store (its filter matched none, or it names an
     experiment the store lacks) waits for the build's one line; any other error is printed now."""
-    if isinstance(err, NoRunsDeclared) and not asked:  # a figure of measured runs only: nothing published to draw
+    if isinstance(err, NothingOfYours) or (isinstance(err, NoRunsDeclared) and not asked):
+        # a figure of measured runs only, or none of your runs of its kind: nothing to draw beside the study's
         print(f"{name}: skipped, {err}")
         tally.skipped += 1
     elif not isinstance(err, NoRunsDeclared) and (isinstance(err, EmptySelection) or lacking):
@@ -149,6 +153,11 @@ def build_one(group: str, spec: dict, runs, cfg: DictConfig, out_dir: Path, comm
 
     remove_stale_temporaries(out_dir, set_files)  # left by a build that was killed (SIGKILL) while writing
     builders = {"figure": build_figure, "table": build_table, "numbers": build_numbers}
+    if cfg.compare:  # your runs beside the study's: figures only
+        if group != "figure":
+            raise NothingOfYours(f"compare={cfg.compare} draws figures; {spec['name']} is a {group}")
+        return build_figure(spec, runs, source=cfg.source, out_dir=out_dir, commit=commit, config=config,
+                            compare=cfg.compare)  # fmt: skip
     return builders[group](spec, runs, source=cfg.source, out_dir=out_dir, commit=commit, config=config)
 
 

@@ -92,6 +92,7 @@ class PaperConfig:
     source: Source = Source.published
     tracking_uri: str | None = None
     out_dir: str = "paper"
+    compare: str | None = None
     figure: FigureConfig | None = None
     table: TableConfig | None = None
     numbers: dict[str, Any] | None = None  # named anchors and `numbers`: each number's function checks it

@@ -18,11 +18,12 @@ from ..config import call
 from ..derive import mser
 from ..files import atomic_files, writing
 from ..store import load_series
+from . import compare as beside
 from .checks import caption_problems, figure_problems
 from .formats import label
 from .latex import tex
 from .lines import draw_lines
-from .selection import contributing, run_entries, select_runs, ui_entry
+from .selection import EmptySelection, contributing, run_entries, select_runs, ui_entry
 from .sidecars import FIGURE_FILES, config_said, json_text
 from .style import COLORS, STYLE, legend_below, new_figure, sort_key, workers_unit
 
@@ -147,20 +148,35 @@ def _sort_key_tuple(values: tuple) -> list:
 
 
 def build_figure(
-    fig_cfg: dict, runs: pd.DataFrame, *, source: str, out_dir: Path, commit: str, config: dict | None = None
+    fig_cfg: dict,
+    runs: pd.DataFrame,
+    *,
+    source: str,
+    out_dir: Path,
+    commit: str,
+    config: dict | None = None,
+    compare: str | None = None,
 ) -> list[Path]:
     """Select, derive, draw and write paper/figures/<name>.{pdf,png,json,caption.tex}, all four together.
     `config`: the command line's overrides and the composed config's sha256 (sidecars.config_record), in the
-    sidecar and the PDF's Subject."""
+    sidecar and the PDF's Subject. `compare`: an experiment of yours drawn beside (compare.py)."""
     name = fig_cfg["name"]
-    chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
+    try:
+        chosen = select_runs(runs, fig_cfg["runs"], source, f"figure {name}")
+    except EmptySelection:
+        if not compare:
+            raise
+        chosen = runs.iloc[:0]  # your runs alone: the study's are not in the store
     fig_cfg = for_source(fig_cfg, chosen, source)
-    table = derived_table(chosen, fig_cfg)
+    table = derived_table(chosen, fig_cfg) if len(chosen) else chosen
+    yours = None
+    if compare:
+        chosen, table, fig_cfg, yours = with_yours(fig_cfg, runs, chosen, table, compare)
     draw = fig_cfg.get("draw") or {"_target_": "scalestudy.paper.lines.draw_lines"}
     with plt.rc_context(STYLE):
         fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
     chosen = contributing(chosen, table)  # the runs behind the figure: not those that pair with nothing
-    caption = caption_tex(fig_cfg, chosen, source)
+    caption = caption_tex(fig_cfg, chosen, source if yours is None else f"{source} and {beside.PREFIX}{compare}")
     run_ids = sorted(chosen["run_id"])
     meta_pdf = {
         "Title": f"{name}: {fig_cfg['title']}",
@@ -184,6 +200,8 @@ def build_figure(
         # Opens exactly these runs in MLflow's UI (python -m scalestudy.ui prints the same link).
         "mlflow_ui": ui_entry(name, chosen, fig_cfg["title"]),
     }
+    if yours is not None:
+        sidecar["compare"] = yours
     paths = [out_dir / f"{name}.{ext}" for ext in FIGURE_FILES]
     try:
         with atomic_files(*paths) as (pdf, png, json_file, caption_file), plt.rc_context(STYLE):
@@ -203,6 +221,26 @@ def build_figure(
     finally:
         plt.close(fig)
     return paths
+
+
+def with_yours(fig_cfg: dict, runs: pd.DataFrame, chosen: pd.DataFrame, table: pd.DataFrame, experiment: str):
+    """(the runs drawn, the derived table, the config, the sidecar's `compare`) with your experiment's runs added,
+    derived apart from the study's (compare.py); NothingOfYours where none of them is drawn."""
+    mine = beside.yours_of(runs, experiment)
+    spec = beside.derive_spec(fig_cfg.get("derive"), mine)
+    theirs = derived_table(mine, {**fig_cfg, "derive": spec})
+    ys = [y for panel in fig_cfg["plot"].get("panels") or [] for y in panel.get("y", []) if y in theirs]
+    theirs = theirs[theirs[ys].notna().any(axis=1)] if ys else theirs  # a run without a value is not drawn
+    theirs = beside.named_by_setup(beside.scaled_only(theirs, spec), spec, fig_cfg["plot"])
+    drawn = contributing(mine, theirs) if len(theirs) else mine.iloc[:0]
+    if drawn.empty:
+        raise beside.NothingOfYours(
+            f"figure {fig_cfg['name']}: none of the {len(mine)} runs of experiment {experiment} is of the kind it "
+            "draws (e.g. no 1-GPU run of their set-up to scale from)"
+        )
+    table = pd.concat([table, theirs], ignore_index=True)
+    fig_cfg = beside.described(fig_cfg, drawn, mine, experiment, len(chosen))
+    return pd.concat([chosen, drawn], ignore_index=True), table, fig_cfg, beside.sidecar_entry(drawn, mine, experiment)
 
 
 def for_source(fig_cfg: dict, chosen: pd.DataFrame, source: str) -> dict:

@@ -209,6 +209,11 @@ def refusal(found: list[Finding]) -> str:
         first_line = first.line()
     if first.source == "published":
         remedy = "run `make import` to repair published runs from their sources"
+    elif first.source == "yours":
+        remedy = (
+            f"import its log again (python -m scalestudy.ingest logs PATH --experiment {first.experiment}), or "
+            "accept it as it is now with `make accept-runs`"
+        )
     else:
         remedy = (
             "run `make import` for published runs; a measured run is no longer the measurement: measure it again, "

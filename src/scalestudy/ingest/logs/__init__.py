@@ -112,7 +112,7 @@ def run_tags(options: LogOptions, path: Path, line: int, lines: Mapping[str, int
         tags = published_tags(dict(options.source), where)
     else:
         tags = {
-            "source": "published",
+            "source": "yours",  # a user's logs: never taken for the study's published runs (paper/compare.py)
             "citation": options.source["citation"],
             "dataset": options.experiment,
             "source_url": options.source.get("url") or "",
