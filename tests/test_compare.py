@@ -71,18 +71,21 @@ def build(uri, monkeypatch, capsys, *args):
 
 
 def test_your_runs_are_drawn_beside_the_study_as_their_own_series(mine, monkeypatch, capsys, tmp_path):
-    built = build(mine, monkeypatch, capsys, "figure-2", "figure-10", "compare=mine")
+    built = build(mine, monkeypatch, capsys, "figure-1", "figure-2", "figure-10", "compare=mine")
     assert built.returncode == 0, built.stderr
     folder = tmp_path / "compare" / "mine" / "figures"
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        f"figure-{n}.{ext}" for n in (2, 10) for ext in ("pdf", "png", "json", "caption.tex")
+        f"figure-{n}.{ext}" for n in (1, 2, 10) for ext in ("pdf", "png", "json", "caption.tex")
     )
     assert not (tmp_path / "paper").exists()  # the paper's folder is never written
     runs = load_runs(mine).set_index("run_id")
     n_mine = int(((runs.experiment == "mine") & (runs.status == "FINISHED")).sum())
-    for name, group, series, x in (("figure-10", FIG10_GROUP, "yours: mine, by speed", "accelerators"),
-                                   ("figure-2", FIG2_GROUP, "Inception-v3 · yours: mine", "workers")):  # fmt: skip
+    for name, group, series, x, per in (("figure-10", FIG10_GROUP, "yours: mine, by speed", "accelerators", 1),
+                                        ("figure-2", FIG2_GROUP, "Inception-v3 · yours: mine", "workers", 1),
+                                        ("figure-1", FIG2_GROUP, "yours: mine", "workers", 0)):  # fmt: skip
         expected = by_hand(mine, group)
+        # figure 1 draws the speedup: the efficiency times the GPUs
+        values = {i: v * (1 if per else runs.loc[i, "workers"]) for i, v in expected.items()}
         sidecar = json.loads((folder / f"{name}.json").read_text())
         assert sidecar["compare"]["experiment"] == "mine"
         assert sidecar["compare"]["drawn"] == sorted(expected)
@@ -90,7 +93,7 @@ def test_your_runs_are_drawn_beside_the_study_as_their_own_series(mine, monkeypa
         assert set(sidecar["compare"]["drawn"]) <= {r["run_id"] for r in sidecar["mlflow_runs"]}
         drawn = sorted((p[x], round(p["value"], 12)) for p in sidecar["points"] if "yours: mine" in p["series"])
         assert {p["series"] for p in sidecar["points"] if "yours: mine" in p["series"]} == {series}
-        assert drawn == sorted((runs.loc[i, "workers"], round(v, 12)) for i, v in expected.items())
+        assert drawn == sorted((runs.loc[i, "workers"], round(v, 12)) for i, v in values.items())
         caption = (folder / f"{name}.caption.tex").read_text()
         assert f"experiment mine: {len(expected)} of its {n_mine} finished runs" in " ".join(caption.split())
         assert sidecar["title"].endswith(", beside mine") and "(" not in sidecar["title"]

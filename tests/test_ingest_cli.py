@@ -134,6 +134,27 @@ def test_second_import_changes_nothing(store, scratch, capsys):
     assert "7 logs absent" in err and "v1.0 NVIDIA dgxa100_n310_ngc21.05_mxnet" in err
     assert "description updated" not in out  # nor were the experiments' descriptions written again
     assert ids(load_runs()) == ids(store["runs"])
+    # stderr is no terminal here: no progress bar (tqdm printed a line at its start and one at its end)
+    assert "%|" not in err and "it/s" not in err and "log/s" not in err
+
+
+def test_progress_is_one_bar_on_a_terminal_and_none_elsewhere(monkeypatch):
+    import io
+
+    from tqdm import tqdm
+
+    from scalestudy import cli
+
+    items = ["a", "b"]
+    assert cli.progress(items, "writing", "dataset") is items  # capsys's stderr is no terminal
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.setattr("sys.stderr", Terminal())
+    bar = cli.progress(items, "writing", "dataset")
+    assert isinstance(bar, tqdm) and list(bar) == items and bar.desc == "writing" and not bar.leave
 
 
 def test_changed_csv_value_updates_exactly_that_run(store, scratch):

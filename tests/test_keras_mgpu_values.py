@@ -43,7 +43,7 @@ def test_az_first_run_every_tag_and_param():
         "samples_per_sec_by_epoch": "31.54, 31.67, 31.72, 31.69, 31.71",
         "device_name": "Tesla M60",  # az:17 `name: Tesla M60`
         "command": f"{COMMAND} -g 1",  # az:5, the `++ python ...` trace line without its `++ `
-        "source": "published",
+        "source": "yours",
         "citation": "benchmark logs imported into logs-test",
         "dataset": "logs-test",
         "source_url": "",
@@ -80,7 +80,7 @@ def test_7gforce_failed_run_every_tag_and_param():
         f"vs. [30] ({f}:451)",
         "device_name": "GeForce GTX 1070",  # 7g:369, the first of six `name: GeForce GTX 1070`
         "command": f"{COMMAND} -g 6 -p cpu",  # 7g:357
-        "source": "published",
+        "source": "yours",
         "citation": "benchmark logs imported into logs-test",
         "dataset": "logs-test",
         "source_url": "",

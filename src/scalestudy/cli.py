@@ -26,6 +26,16 @@ from collections.abc import Callable
 from .files import exit_on_termination
 
 
+def progress(items: list, what: str, unit: str) -> object:
+    """One tqdm bar over `items` on stderr where it is a terminal (its line redrawn in place, gone when done);
+    elsewhere (a pipe, a log file, CI) the items themselves: a bar there is a line per redraw."""
+    if not sys.stderr.isatty():
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc=what, unit=unit, file=sys.stderr, leave=False)
+
+
 def one_line(text: object) -> str:
     """A message on one line: newlines and tabs (Hydra's lists of choices) become single spaces."""
     return " ".join(str(text).split())

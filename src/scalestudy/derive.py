@@ -335,10 +335,6 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
     Columns: accelerators, efficiency, series, line, experiment, claim_workers, accelerator_kind, run_id (where
     present)."""
     parts = []
-    yours = runs["source"].astype(str).str.startswith("yours: ") if "source" in runs else runs.index.isna()
-    if yours.any():  # an experiment of yours drawn beside (paper/compare.py): by speed over its 1-GPU runs
-        parts.append(_yours_at_scale(runs[yours], group))
-        runs = runs[~yours]
     if platforms is not None:
         runs = runs[(runs["experiment"] == "mlperf-training-resnet") | runs["platform"].isin(list(platforms))]
     fam = scale_families(runs[runs["experiment"] == "mlperf-training-resnet"], min_scales=min_scales)
@@ -368,17 +364,6 @@ def efficiency_at_scale(runs: pd.DataFrame, *, min_scales: int = 3, platforms: S
     # every source's GPU count is its `workers` (scale_families' `accelerators` too, as a number)
     parts = [p.assign(accelerators=pd.to_numeric(p["workers"])).reindex(columns=keep) for p in parts]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=keep)
-
-
-def _yours_at_scale(runs: pd.DataFrame, group: Sequence[str]) -> pd.DataFrame:
-    """Your runs' efficiency by speed over the 1-GPU run of their group, one line per group that has a multi-GPU
-    run (from its 1-GPU run, at 1), named by source."""
-    cols = [c for c in group if c in runs.columns]
-    scaled = scaling(runs, group=cols).dropna(subset=["efficiency_speed"])
-    line = scaled[cols].astype(str).agg(" · ".join, axis=1) if len(scaled) else pd.Series(dtype=str)
-    scaled = scaled[line.map(line[scaled["workers"] > 1].value_counts()).notna()]  # lines of 2 or more GPU counts
-    line = line[scaled.index]
-    return scaled.assign(efficiency=scaled["efficiency_speed"], series=scaled["source"] + ", by speed", line=line)
 
 
 # --------------------------------------------------------------------------------------------

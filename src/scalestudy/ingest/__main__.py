@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     uri = tracking_uri()
     parsed = {}
     try:  # read and check everything first: a bad file stops the import before any run is written
-        for name in names:
+        for name in cli.progress(names, "reading and checking", "dataset"):
             folder = args.reference_dir / name
             source, records = read_source(folder), parsers[name](folder)
             check_records(source["experiment"], records)
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     users, done = experiment_users(), []
     try:
         with store_lock(uri, write=True):
-            for name, (source, records) in parsed.items():
+            for name, (source, records) in cli.progress(list(parsed.items()), "writing", "dataset"):
                 experiment = source["experiment"]
                 notes: list[str] = []
                 counts = sync_experiment(experiment, records, uri, notes)

@@ -290,8 +290,9 @@ def _parse_all(logs: dict[str, Path], progress: bool, cache: Path | None) -> dic
     out = {digest: tuple(kept[digest]) for digest in logs if digest in kept}
     todo = [digest for digest in logs if digest not in out]
     workers = max(1, min(len(os.sched_getaffinity(0)), 8, len(todo)))
+    # a terminal only: elsewhere tqdm prints a line at start and one at the end, two bars for one step
     bar = tqdm(total=len(logs), initial=len(out), desc="mlperf-training-resnet logs", unit="log",
-               disable=not progress, file=sys.stderr)  # fmt: skip
+               disable=not (progress and sys.stderr.isatty()), file=sys.stderr, leave=False)  # fmt: skip
     if todo:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             for digest, result in zip(todo, pool.map(_parse_one, [str(logs[d]) for d in todo], chunksize=4)):

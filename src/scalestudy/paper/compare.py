@@ -49,13 +49,31 @@ def out_dir_of(out_dir: str, experiment: str) -> Path:
     return chosen
 
 
+AT_SCALE = "scalestudy.derive.efficiency_at_scale"
+AT_SCALE_GROUP = ["experiment", "model", "device", "data", "batch_per_worker", "variable_update", "platform"]
+
+
 def derive_spec(spec, mine: pd.DataFrame):
-    """The figure's derive step for your runs: its `group` also by your set-ups that differ among your runs."""
+    """The figure's derive step for your runs: its `group` also by your set-ups that differ among your runs.
+    Figure 10's (families, claims, the study's points by experiment) becomes `derive.scaling` by set-up, its
+    efficiency by speed renamed by `at_scale`."""
+    if isinstance(spec, dict) and spec.get("_target_") == AT_SCALE:
+        return {"_target_": "scalestudy.derive.scaling", "group": AT_SCALE_GROUP}
     if not isinstance(spec, dict) or "group" not in spec:
         return spec
     group = list(spec["group"])
     extra = [c for c in SETUP if c in mine.columns and c not in group and mine[c].nunique(dropna=True) > 1]
     return {**spec, "group": group + extra}
+
+
+def at_scale(theirs: pd.DataFrame, spec) -> pd.DataFrame:
+    """Figure 10's rows of yours (derive.efficiency_at_scale's columns): efficiency by speed over the 1-GPU run of
+    the set-up, one line per set-up, the series named by the source."""
+    if not isinstance(spec, dict) or spec.get("group") != AT_SCALE_GROUP:
+        return theirs
+    line = theirs[AT_SCALE_GROUP].astype(str).agg(" · ".join, axis=1)
+    return theirs.assign(efficiency=theirs["efficiency_speed"], accelerators=pd.to_numeric(theirs["workers"]),
+                         series=theirs["source"] + ", by speed", line=line)  # fmt: skip
 
 
 def scaled_only(theirs: pd.DataFrame, spec) -> pd.DataFrame:

@@ -228,7 +228,7 @@ def with_yours(fig_cfg: dict, runs: pd.DataFrame, chosen: pd.DataFrame, table: p
     derived apart from the study's (compare.py); NothingOfYours where none of them is drawn."""
     mine = beside.yours_of(runs, experiment)
     spec = beside.derive_spec(fig_cfg.get("derive"), mine)
-    theirs = derived_table(mine, {**fig_cfg, "derive": spec})
+    theirs = beside.at_scale(derived_table(mine, {**fig_cfg, "derive": spec}), spec)
     ys = [y for panel in fig_cfg["plot"].get("panels") or [] for y in panel.get("y", []) if y in theirs]
     theirs = theirs[theirs[ys].notna().any(axis=1)] if ys else theirs  # a run without a value is not drawn
     theirs = beside.named_by_setup(beside.scaled_only(theirs, spec), spec, fig_cfg["plot"])

@@ -14,6 +14,10 @@ from ..derive import where_mask
 from ..schema import NUMERIC_PARAMS, SOURCES
 from ..ui.links import runs_view, sidecar_entry
 
+# The sources a figure's or table's `runs` declares filters for (a user's imported runs, source=yours, are drawn
+# beside them by compare=NAME: paper/compare.py).
+DECLARED = ("published", "measured")
+
 
 class EmptySelection(LookupError):
     """A figure's or table's filter matched no run."""
@@ -31,7 +35,7 @@ def select_runs(runs: pd.DataFrame, selection: Mapping, source: str, what: str) 
     source are tagged in a `source` column, so figures can tell them apart. An empty result, an
     unknown column, or a source the figure declares no filter for is an error naming `what`.
     """
-    wanted = SOURCES if source == "all" else (source,)
+    wanted = DECLARED if source == "all" else (source,)
     if source not in (*SOURCES, "all"):
         raise ValueError(f"{what}: source={source!r}; choose published, measured or all")
     parts = []
