@@ -141,3 +141,25 @@ def test_folder_rule_alone():
     )
     assert folder_platform(Path("/x/3990X-GeForce_RTX_3080.logs/1"), None)[0] == "3990X-GeForce_RTX_3080"
     assert folder_platform(Path("/x/logs/run.logs.txt"), "Tesla M60") is None  # no <HOST>-<GPU>.logs folder
+
+
+def test_every_nvidia_name_of_the_mlperf_corpus_is_the_short_name_the_harness_gives():
+    """All accelerator names of MLPerf's 330 runs (tests/golden/mlperf_runs.csv, read independently of the
+    importer): each NVIDIA GPU's name gives a bare model (A100, H100, L40S, RTX 4090, V100S...), the same the
+    harness gives for that GPU as nvidia-smi names it (`NVIDIA A100-SXM4-80GB`), so a measured and a published run
+    of one GPU always match."""
+    import csv
+    import re
+
+    golden = Path(__file__).parent / "golden" / "mlperf_runs.csv"
+    names = {row["accelerator_model"] for row in csv.DictReader(golden.open())}
+    nvidia = sorted(n for n in names if re.search(r"nvidia|^A100", n, re.IGNORECASE))
+    assert len(nvidia) >= 40  # the corpus's spellings of NVIDIA GPUs
+    bare = re.compile(r"^(RTX )?[A-Z]{0,2}\d{1,4}[A-Z]?S?$")
+    shown = {n: canonical_device(n) for n in nvidia}
+    assert {n: d for n, d in shown.items() if not bare.match(d)} == {}
+    cfg = OmegaConf.create({"device": "gpu"})
+    for name, short in shown.items():
+        smi = re.sub(r"\s*\(.*?\)", "", name if name.startswith("NVIDIA") else f"NVIDIA {name}")
+        assert device_label(cfg, None, {"gpus": [f"{smi}, 81920 MiB"]}) == short, name
+    assert shown["NVIDIA A100-SXM-80GB CTS"] == "A100" and shown["NVIDIA H100-SXM5-80GB"] == "H100"

@@ -174,6 +174,9 @@ def canonical_device(name: str) -> str:
         return words[0].split("-")[0]  # V100-SXM2-16GB -> V100
     if MODEL_CODE_RE.match(words[0]) and all(VARIANT_WORD_RE.match(w) for w in words[1:]):
         return words[0]  # H100 80GB HBM3 -> H100
+    head, *parts = words[0].split("-")
+    if parts and MODEL_CODE_RE.match(head) and all(VARIANT_WORD_RE.match(p) for p in parts):
+        return head  # MLPerf's 'NVIDIA A100-SXM-80GB CTS' -> A100 (a submission's note after the model)
     return " ".join(words)
 
 
