@@ -116,8 +116,11 @@ def test_compare_refuses_the_papers_folder_and_an_experiment_without_runs(mine, 
     inside = build(mine, monkeypatch, capsys, "figure-2", "compare=mine", "out_dir=paper/mine")
     assert inside.returncode != 0
     assert "out_dir=paper/mine: compare=mine writes beside the paper, not into paper/" in inside.stderr
-    none = build(mine, monkeypatch, capsys, "figure-2", "compare=theirs")
-    assert none.returncode != 0 and "compare=theirs: no finished run in experiment theirs" in none.stderr
+    none = build(mine, monkeypatch, capsys, "figure-2", "figure-10", "compare=theirs")
+    assert none.returncode == 2 and none.stderr == (
+        "error: compare=theirs: no finished run in experiment theirs (import yours: python -m scalestudy.ingest logs "
+        "PATH... --experiment theirs); nothing was written\n"
+    )  # once, not once per figure
     assert not (tmp_path / "paper").exists() and not (tmp_path / "compare").exists()
 
 

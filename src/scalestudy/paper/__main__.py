@@ -23,7 +23,7 @@ from ..files import remove_stale_temporaries
 from ..provenance import git_commit
 from ..store import load_runs, tracking_uri
 from .cli_args import GROUPS, base_config_yaml, expand, help_text, parse, split_arguments
-from .compare import NothingOfYours, out_dir_of
+from .compare import NothingOfYours, out_dir_of, yours_of
 from .conf_schema import typed
 from .missing_runs import experiments_named, missing_line
 from .selection import EmptySelection, NoRunsDeclared
@@ -101,6 +101,12 @@ def build(configs: list[tuple[str, str, DictConfig]], asked: list[str], override
     uri = configs[0][2].tracking_uri or tracking_uri()
     runs = load_runs(uri)
     present = set(runs["experiment"].astype(str)) if "experiment" in runs else set()
+    if configs[0][2].compare:  # your experiment must have runs: said once, not once per figure
+        try:
+            yours_of(runs, configs[0][2].compare)
+        except LookupError as err:
+            print(f"error: {one_line(err)}; nothing was written", file=sys.stderr)
+            return 2
     tally = Tally()
     for group, name, cfg in configs:
         spec = OmegaConf.to_container(cfg[group], resolve=True)
