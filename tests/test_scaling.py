@@ -131,7 +131,8 @@ def test_the_f_test_region_holds_the_true_parameters_about_as_often_as_its_level
     held = 0
     for seed in range(20):
         points = _generated(TRUE, GROUPS, [2, 4, 8, 16, 32, 64], noise=0.02, seed=seed)
-        fitted = fit(points, bounds=BOUNDS, **SETTING)
+        # the threshold comes from the polished best fit, not the grid: a coarse grid (a fifth of the time) suffices
+        fitted = fit(points, bounds=BOUNDS, **SETTING, overlaps=21, bandwidths=12)
         held += sse_at(points, TRUE) <= fitted.n_points * fitted.threshold_rms**2
     assert 17 <= held < 20
 

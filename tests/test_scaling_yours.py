@@ -21,13 +21,21 @@ pytestmark = pytest.mark.skipif(LOG is None, reason="no ../shared/reference/kera
 ROW = re.compile(r"^\s+(\d+)\s+(\d\.\d{3})\s+(\d\.\d{3})\s+([+-]\d\.\d{3})\s+(.+) \((\w{32})\)$")
 
 
-@pytest.fixture
-def mine(empty_store, monkeypatch, capsys):
-    """The 7gforce log imported into the user's experiment `mine` (its platform named: the log names none)."""
-    args = ["logs", str(LOG), "--experiment", "mine", "--platform", "7gforce"]
-    proc = run_here("scalestudy.ingest", *args, uri=empty_store, monkeypatch=monkeypatch, capsys=capsys)
-    assert proc.returncode == 0, proc.stderr
-    return empty_store
+@pytest.fixture(scope="module")
+def mine(empty_store_file, tmp_path_factory) -> str:
+    """The 7gforce log imported into the user's experiment `mine` (its platform named: the log names none); once
+    for the module, whose tests only read it."""
+    import shutil
+
+    from scalestudy.ingest.__main__ import main as ingest
+
+    folder = tmp_path_factory.mktemp("yours-store")
+    shutil.copy(empty_store_file, folder / "store.db")
+    uri = f"sqlite:///{folder / 'store.db'}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_TRACKING_URI", uri)
+        assert ingest(["logs", str(LOG), "--experiment", "mine", "--platform", "7gforce"]) == 0
+    return uri
 
 
 def by_hand(uri: str) -> dict[str, float]:
