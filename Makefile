@@ -54,9 +54,19 @@ apt_install = if [ "$$(id -u)" = 0 ]; then \
 	container-check lint model-sizes mutation-check mutation-lists system-image image-cpu image-test \
 	cluster-up cluster-status cluster-down
 
-help: ## this list (from the `##` comments of the Makefile)
+# The figures and tables that exist (conf/figure/*.yaml, conf/table/*.yaml), in order: `make help` lists them, and
+# `make figure-99` stops here with one error naming them, before any environment or store is touched.
+FIGURE_TARGETS := $(shell ls conf/figure | sed -n 's/\.yaml$$//p' | sort -V)
+TABLE_TARGETS := $(shell ls conf/table | sed -n 's/\.yaml$$//p' | sort -V)
+UNKNOWN_TARGETS := $(filter-out $(FIGURE_TARGETS) $(TABLE_TARGETS),$(filter figure-% table-%,$(MAKECMDGOALS)))
+ifneq ($(UNKNOWN_TARGETS),)
+$(error unknown target $(firstword $(UNKNOWN_TARGETS)): the figures are $(FIGURE_TARGETS), the tables $(TABLE_TARGETS))
+endif
+
+help: ## this list (from the `##` comments of the Makefile) and the figures and tables that exist
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z%][a-zA-Z0-9_%-]*:[^#]*## / \
 	  {printf "  make %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@printf '\n  figure-N: N = %s\n  table-N:  N = %s\n' "$(FIGURE_TARGETS:figure-%=%)" "$(TABLE_TARGETS:table-%=%)"
 
 # ---------------------------------------------------------------------------------------------
 # Environment: one lock file (requirements.lock) constrains every install (scripts/make-env.sh, which holds a

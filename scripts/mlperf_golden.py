@@ -45,9 +45,9 @@ FRAMEWORK_NAMES = {
     "mxneti": "mxnet",  # v4.0 Quanta's "NVIDIA PyTorch/MxNeti/DGL": its log runs NVIDIA's MXNet ResNet
 }
 NO_ACCELERATOR = {"", "n/a", "na", "none", "0"}
-TARGET_FROM_V06 = 0.759  # README, "Per-round changes": every successful run from v0.6 on ends at >= 0.759
-IMAGENET_TRAIN = 1281167  # README: v0.6 NVIDIA logs no train sample count; ImageNet's is assumed
-V05_BATCH = {"google": "global", "nvidia": "per accelerator"}  # README, "Facts a parser needs": input_batch_size
+TARGET_FROM_V06 = 0.759  # corpus README, "Caveats": every successful run from v0.6 on ends at >= 0.759
+IMAGENET_TRAIN = 1281167  # corpus README: v0.6 NVIDIA logs no train sample count; ImageNet's is assumed
+V05_BATCH = {"google": "global", "nvidia": "per accelerator"}  # corpus README, "Facts a parser needs": input_batch_size
 
 
 class Event:
@@ -59,7 +59,7 @@ class Event:
         self.key, self.t, self.value, self.meta, self.line = key, t, value, meta, line
 
 
-# ---- the four log formats (README, "Log formats") ------------------------------------------------------------
+# ---- the four log formats (corpus README, "Log formats") -------------------------------------------------------------
 MLLOG = re.compile(r":::MLLOG (\{.*\})\s*$")
 MLL = re.compile(r":::MLL (\S+) (\w+): (\{.*\})\s*$")
 MLP05 = re.compile(r":::MLPv0\.5\.0 (\w+) (\S+) \([^)]*\) (\w+)(?::\s*(.*?))?\s*$")
@@ -124,7 +124,7 @@ def log_events(text: str) -> tuple[str, list[Event]]:
     return name, found.get(name, [])
 
 
-# ---- the numbers of one log (README, "Facts a parser needs" and "One careful reading") -------------------------
+# ---- the numbers of one log (corpus README, "Facts a parser needs" and "One careful reading of the logs") ------------
 def _keyed(events: list[Event], key: str) -> list[Event]:
     return [e for e in events if e.key == key]
 
@@ -246,7 +246,7 @@ def train_samples(events: list[Event]) -> int | None:
     return _whole(logged) if logged is not None else IMAGENET_TRAIN
 
 
-# ---- the system file (README, "Files": three shapes, three malformed kinds) -----------------------------------
+# ---- the system file (corpus README, "Files": three shapes, three malformed kinds) -----------------------------------
 def _key_json_lines(text: str) -> dict:
     """v0.6 NVIDIA: `key: {"value": ...}` lines; `entry`'s value is a Python repr whose `nodes` is one again."""
     data: dict = {}

@@ -27,7 +27,7 @@ pytest_plugins = [
 
 # NumPy's and SciPy's OpenBLAS use one thread in every process of the session (the workers, the background build,
 # the commands tests start): after each call their idle threads spin on sched_yield, which on 2 cores took a third
-# of the published figures' CPU (15.0 s with 2 threads, 9.6 s with 1, the same files; docs/benchmarks.md).
+# of the published figures' CPU (15.0 s with 2 threads, 9.6 s with 1, the same files; measured 2026-11-29).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 if not os.environ.get("SCALESTUDY_DATA_MIRROR") and default_mirror():

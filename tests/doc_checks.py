@@ -39,6 +39,7 @@ from helpers import load_script
 EXTERNAL_PROGRAMS = {"apptainer", "singularity", "docker", "scp", "ssh", "git", "sbatch", "srun", "squeue", "scancel",
                      "sinfo"}  # fmt: skip
 PYTHONS = {"python", "python3", "python3.11", ".venv/bin/python", ".venv-train/bin/python"}
+CONSOLE_SCRIPTS = {"scalestudy", ".venv/bin/scalestudy", ".venv-train/bin/scalestudy"}
 PLACEHOLDER_STEM = "N"  # `make figure-N`: any figure
 # A pattern rule's stem names a config: figure-% is conf/figure/figure-%.yaml.
 PATTERN_CONFIGS = {"figure-%": "figure/figure-%", "table-%": "table/table-%", "run-figure-%": "experiment/figure-%"}
@@ -96,7 +97,7 @@ def check_simple(command: SimpleCommand, named_only_ok: bool = False) -> None:
         check_script(program, args)
     elif program == "docker":
         check_docker(args)
-    elif program == "scalestudy":
+    elif program in CONSOLE_SCRIPTS:
         check_console_script(program, args)
     elif program not in EXTERNAL_PROGRAMS:
         raise DocCommandError(f"{program!r} is neither a project command nor in EXTERNAL_PROGRAMS")
@@ -404,11 +405,21 @@ def bench_harness():
 
 
 def check_console_script(program: str, args: list[str]) -> None:
-    """A console script of pyproject.toml runs its module's entry point: checked as `python -m` that module."""
+    """A console script of pyproject.toml: `scalestudy COMMAND ARGS` is checked as the `python -m MODULE ARGS` its
+    subcommand runs (scalestudy.cli.console_module)."""
+    from scalestudy import cli
+
+    name = program.rsplit("/", 1)[-1]
     declared = tomllib.loads((REPO / "pyproject.toml").read_text()).get("project", {}).get("scripts", {})
-    if program not in declared:
+    if declared.get(name) != "scalestudy.cli:console":
         raise DocCommandError(f"{program}: no such console script in pyproject.toml's [project.scripts]")
-    module = declared[program].split(":")[0].removesuffix(".__main__")
-    if module not in MODULE_CHECKS:
-        raise DocCommandError(f"{program} runs {declared[program]}: no check of its arguments here (MODULE_CHECKS)")
-    MODULE_CHECKS[module](args)
+    if not args or args[0] in ("-h", "--help", "help"):
+        return
+    try:
+        module, rest = cli.console_module(args)
+    except ValueError as err:
+        raise DocCommandError(str(err)) from None
+    if module == "scalestudy.store" and rest[:1] != ["accept"]:
+        raise DocCommandError(f"{program} {' '.join(args)}: the store's one command is `accept`")
+    if module != "scalestudy.store":
+        MODULE_CHECKS[module](rest)

@@ -106,7 +106,11 @@ def test_make_checks_refuse(text):
         "scripts/container.sh nosuchcommand",
         "scripts/nosuchscript.sh",
         "NOSUCHVARIABLE_OF_THE_PROJECT=1 make figure-3",
-        "scalestudy figure-3",  # no such console script (yet)
+        "scalestudy figure-3",  # the console script's subcommand is `figure 3`
+        ".venv/bin/scalestudy figure 99",
+        ".venv/bin/scalestudy ingest logs monday.txt",  # --experiment is required
+        "scalestudy predict nosuchkey=1",
+        "scalestudy table",  # which table?
         "rsync -a a b",  # an external program nobody listed
     ],
 )
@@ -132,6 +136,12 @@ def test_the_checks_pass_what_runs():
         "make figure-3 & make figure-4  # both at once",
         "docker run --rm -v $PWD/work:/work REGISTRY/scalestudy:TAG framework=mxnet workers=2",
         "docker run --rm --entrypoint bash scalestudy:cpu -c 'echo any'",  # not the harness: not composed
+        ".venv/bin/scalestudy figure 3 source=all",
+        "scalestudy table 1 2",
+        ".venv/bin/scalestudy ingest logs monday.txt --experiment mine",
+        "scalestudy predict model=vgg16 workers=512",
+        "scalestudy store accept",
+        "scalestudy --help",
     ]:
         check_command(DocCommand("test:1", text))
 

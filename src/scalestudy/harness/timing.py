@@ -2,7 +2,7 @@
 readings of all ranks into the run's numbers. Both runners use it; nothing here imports a
 framework or MLflow.
 
-Method (DESIGN.md, "Measurement method"):
+Method (docs/harness.md, "Method"):
 - A rank reads its clock AFTER the device finished a step (the runner syncs first: TF returns a
   numpy loss, MXNet `asnumpy()`), so a step's time is the gap between two such readings.
   Clock: time.perf_counter (monotonic), with one time.time() anchor taken at the same moment to

@@ -28,6 +28,12 @@ from ..store import (
 )
 from . import REFERENCE_DIR, experiment_description, read_source, reference_dir, registry
 
+# What `--help` says of the commands that take the place of DATASET.
+SUBCOMMANDS_HELP = """commands (in place of DATASET; each has its own --help):
+  logs PATH... --experiment NAME   import your own benchmark logs (tf_cnn_benchmarks, Keras, DLLogger, MLPerf,
+                                   Horovod timelines) into the MLflow experiment NAME (docs/data.md)
+  data cifar10                     fetch a training data set into the data cache and print its path (data.path=)"""
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -117,7 +123,12 @@ def data_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line of `python -m scalestudy.ingest [DATASET ...]`; a wrong one exits 2 with argparse's usage."""
     parsers = registry()
-    ap = argparse.ArgumentParser(prog="python -m scalestudy.ingest", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m scalestudy.ingest",
+        description=__doc__.splitlines()[0],
+        epilog=SUBCOMMANDS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("datasets", nargs="*", metavar="DATASET",
                     help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
     ap.add_argument("--reference-dir", type=Path, default=reference_dir())

@@ -1,6 +1,6 @@
 """One MLPerf Training ResNet-50 result log's events (ingest/logs/mlperf_events.py) -> the numbers of one run.
 
-The rules are those of experiments/reference/mlperf-training-resnet/README.md ("How each number is read"); each
+The rules are those of experiments/reference/mlperf-training-resnet/README.md ("One run"); each
 number keeps the log line it was read from, and each choice between readings is named in a `*_basis` field.
 
 - time to train = last run_stop - first run_start (MLPerf's score for one run);
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .logs.mlperf_events import Event
 
-TARGET_FROM_V06 = 0.759  # every successful v0.6+ run ends at >= 0.759 (the README's "Per-round changes")
+TARGET_FROM_V06 = 0.759  # every successful v0.6+ run ends at >= 0.759 (the corpus README, "Caveats")
 IMAGENET_TRAIN = 1281167
 EARLY_STAMP_SHARE = 0.95  # epoch intervals covering less of the block time than this: epochs stamped early
 

@@ -31,7 +31,8 @@ from .mlperf_reading import read as read_numbers
 
 FRAMEWORKS = ("mxnet", "pytorch", "tensorflow", "jax", "paddle", "mindspore", "caffe", "popart", "tinygrad")
 # v0.5 `input_batch_size` per submitter: Google's code logs the global batch, NVIDIA's the per-GPU batch
-# (global = x GPUs), Intel's the per-worker batch with the worker count not logged (README, "Facts a parser needs").
+# (global = x GPUs), Intel's the per-worker batch with the worker count not logged (the corpus README, "Facts a
+# parser needs").
 READINGS_CACHE = ".readings.json"  # in the dataset's cache folder, beside the raw files (not one of them)
 BASIS_TAGS = {"train_time_s": "train_time", "global_batch_logged": "batch_logged"}  # reading's name -> tag's
 V05_BATCH = {"google": "global", "nvidia": "per accelerator"}

@@ -25,7 +25,7 @@ from .latex import tex
 from .lines import draw_lines
 from .selection import EmptySelection, contributing, run_entries, select_runs, ui_entry
 from .sidecars import FIGURE_FILES, config_said, json_text
-from .style import COLORS, STYLE, legend_below, new_figure, sort_key, workers_unit
+from .style import COLORS, STYLE, legend_below, new_figure, sort_key, tick_number, workers_unit
 
 __all__ = ["COLORS", "build_figure", "draw_lines", "draw_warmup"]
 
@@ -134,7 +134,7 @@ def _draw_intervals(ax, rows: pd.DataFrame, spec: dict, colours: list, panel: st
         })  # fmt: skip
     ax.set_xscale("log", base=2)
     ticks = sorted({float(w) for w in rows["workers"]})
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xticks(ticks, [tick_number(t) for t in ticks])
     ax.set_xlabel(unit)
     ax.set_ylabel(spec.get("ylabel", "s per ten steps"))
     top = max((p["first_interval_s"] for p in points), default=1.0)

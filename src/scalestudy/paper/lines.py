@@ -7,7 +7,6 @@ median) and the axes; last the legend."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import matplotlib.ticker as ticker
 import numpy as np
 import pandas as pd
 
@@ -17,11 +16,13 @@ from .style import (
     LINESTYLES,
     MARKERS,
     legend_below,
+    log_axis_ticks,
     new_figure,
     series_kind,
     series_looks,
     series_of,
     sort_key,
+    tick_number,
     workers_unit,
 )
 
@@ -57,13 +58,12 @@ def _style_axes(ax, plot: dict, panel: dict, xs: np.ndarray, unit: str) -> None:
         ax.set_xscale("log", base=2)
         ticks = [float(t) for t in panel.get("xticks") or plot.get("xticks") or sorted({float(x) for x in xs if x > 0})]
         ax.set_xticks(ticks)
-        ax.set_xticklabels([f"{t:g}" for t in ticks])
+        ax.set_xticklabels([tick_number(t) for t in ticks])
     if panel.get("yscale"):
         ax.set_yscale(panel["yscale"])
         if panel["yscale"] == "log":
             # Plain numbers: the default 10^3 sets its exponent at 70 % of the tick size, under 6 pt in print.
-            ax.yaxis.set_major_formatter(ticker.LogFormatter(labelOnlyBase=False))
-            ax.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+            log_axis_ticks(ax.yaxis)
     if panel.get("ylim"):
         lo, hi = panel["ylim"]
         ax.set_ylim(bottom=lo, top=hi)

@@ -6,6 +6,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker as ticker
 import numpy as np
 import pandas as pd
 
@@ -34,6 +35,28 @@ KIND_STYLES = {
 # tab20 pairs a dark shade with a light one of the same hue: neither is free where a kind has the dark one
 FREE_COLORS = tuple(c for c in COLORS if not any(c in TAB20[i : i + 2] for i in (4, 6, 8, 10, 12, 16)))
 FREE_MARKERS = ["o", "*", "h", "<", ">", "p"]
+
+
+def tick_number(value: float, _position: object = None) -> str:
+    """Every tick label of the figures in one format: plain numbers, thousands grouped (1, 30, 1,000, 100,000;
+    0.5 below 1), never 1e4 or 1e+05."""
+    return format(float(value), ",.12g")
+
+
+class PlainLogFormatter(ticker.LogFormatter):
+    """matplotlib's choice of which ticks of a log axis to label (decades, and some minor ticks where few decades
+    are shown), each label a `tick_number`: its own labels mix 1000, 1e4 and 1e+05 on one axis."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return tick_number(x)
+
+
+def log_axis_ticks(axis) -> None:
+    """One formatter for the major and minor ticks of a log axis (an axes' xaxis or yaxis)."""
+    axis.set_major_formatter(PlainLogFormatter(labelOnlyBase=False))
+    axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
 # Figures are drawn at the size they are printed: the paper's text is 16.2 cm wide (A4, 2.4 cm margins) and
 # main.tex includes a figure at its natural size, so a point here is a point on paper (no text below 7 pt).
 PRINT_WIDTH_IN = 6.3

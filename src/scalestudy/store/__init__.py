@@ -7,7 +7,7 @@ Writes always go through MLflow's client. Reads have two paths that return the s
 - any other store (an `mlflow server`) goes through `MlflowClient.search_runs`, paginated.
 tests/test_store.py checks that both paths give the same table on the same store.
 
-What a reader can rely on (README, "Reliability"):
+What a reader can rely on (docs/reliability.md, "What the store guarantees, and what it does not"):
 - A URI is checked before anything is opened: `sqlite:///relative.db` or `sqlite:////absolute.db` (writers need
   its folder writable), `http(s)://host:port` (it must answer within SCALESTUDY_HTTP_TIMEOUT seconds, 10 by
   default; MLflow's own retries are cut to 2), or another scheme MLflow knows. A bad one is one line, no traceback.
