@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 from scalestudy import derive
 from scalestudy.scaling import cost
 
-settings.register_profile("laws", max_examples=40, deadline=None, database=None, derandomize=True)
-settings.load_profile("laws")
+laws = settings(max_examples=40, deadline=None, database=None, derandomize=True)  # each test's, not a global profile
 
 positive = st.floats(min_value=1e-3, max_value=1e6, allow_nan=False, allow_infinity=False)
 share = st.floats(min_value=0.0, max_value=1.0)
@@ -32,6 +31,7 @@ networks = st.builds(
 # The scaling model (scaling/cost.py)
 
 
+@laws
 @given(n=st.integers(1, 4096), compute_s=st.floats(1e-4, 10.0), nbytes=st.floats(0.0, 1e10), network=networks,
        overlap=share)  # fmt: skip
 def test_the_models_efficiency_is_at_most_one_and_one_on_one_gpu(n, compute_s, nbytes, network, overlap):
@@ -42,6 +42,7 @@ def test_the_models_efficiency_is_at_most_one_and_one_on_one_gpu(n, compute_s, n
     assert math.isclose(cost.throughput(n, 64, compute_s, nbytes, network, overlap) / (n * one), eff, rel_tol=1e-9)
 
 
+@laws
 @given(n=st.integers(1, 4096), nbytes=st.floats(0.0, 1e10), link=st.builds(cost.Link, bandwidth=positive,
        latency=st.floats(0.0, 1.0)))  # fmt: skip
 def test_a_ring_allreduce_takes_no_less_time_over_more_ranks(n, nbytes, link):
@@ -65,6 +66,7 @@ def scaling_runs(draw) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@laws
 @given(runs=scaling_runs())
 def test_efficiency_is_speedup_over_workers_and_a_baseline_has_speedup_one(runs):
     out = derive.scaling(runs, group=["model"])
@@ -96,6 +98,7 @@ def paired_runs(draw) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@laws
 @given(runs=paired_runs())
 def test_a_ratio_and_its_inverse_multiply_to_one_pair_by_pair(runs):
     there = derive.ratio(runs, between="device", numerator="P100", denominator="K80").set_index("workers")
@@ -125,6 +128,7 @@ def mlperf_runs(draw) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+@laws
 @given(runs=mlperf_runs(), min_scales=st.integers(1, 3))
 def test_a_scale_familys_rows_grow_with_its_accelerators_from_scale_one(runs, min_scales):
     families = derive.scale_families(runs, min_scales=min_scales)
