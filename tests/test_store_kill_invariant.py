@@ -4,7 +4,9 @@ invariant checked after each kill by reading the store itself, not through load_
 (the replaced runs still there beside their replacements), never a run cut short.
 
 The import runs in a forked child that SCALESTUDY_KILL_AFTER_WRITES kills with SIGKILL right after its N-th write
-(store/write.py, _wrote), as tests/test_store_kill_values.py does."""
+(store/write.py, _wrote), as tests/test_store_kill_values.py does; that file kills the re-import after each of
+its writes and checks the same invariant (assert_one_import) before repairing it; here, the first import into an
+empty store, and the order of both imports' writes."""
 
 from __future__ import annotations
 
@@ -13,51 +15,17 @@ import shutil
 import signal
 
 import pytest
-from mlflow import MlflowClient
-from test_store_kill_values import AFTER, BEFORE
+from test_store_kill_values import AFTER, BEFORE, assert_one_import, killed_import, seen_by_a_reader
 
 from scalestudy.store import sync_experiment
 from scalestudy.store import write as store_write
-from scalestudy.store.address import CONTENT_HASH, IMPORT_STATE
+from scalestudy.store.address import IMPORT_STATE
 
 # Writes counted by _wrote: mark `writing` (1); 3 per new run (create, status, one batch); 1 per deleted run;
 # mark `complete` (1). The import writes AFTER's 3 runs; the re-import BEFORE -> AFTER writes 2 (b changed,
 # d new) and deletes 2 (b's old run, c gone).
 IMPORT_WRITES = 1 + 3 * 3 + 1
 REIMPORT_WRITES = 1 + 2 * 3 + 2 + 1
-
-
-def one_import(records) -> list[tuple]:
-    """What an experiment holds after a whole import of `records`: (key, throughput, status, hashed) per run."""
-    return sorted((r.key, r.metrics["throughput_total"], r.status, True) for r in records)
-
-
-def seen_by_a_reader(uri: str) -> tuple[str | None, list[tuple]]:
-    """The experiment's import mark and its live runs as one_import gives them (a run cut short: no hash)."""
-    client = MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name("unit")
-    if experiment is None:
-        return None, []
-    runs = client.search_runs([experiment.experiment_id], max_results=1000)
-    held = [(run.data.tags.get("import_key"), run.data.metrics.get("throughput_total"), run.info.status,
-             CONTENT_HASH in run.data.tags) for run in runs]  # fmt: skip
-    return experiment.tags.get(IMPORT_STATE), sorted(held, key=str)
-
-
-def killed_sync(uri: str, records, after_writes: int | None) -> int:
-    """sync_experiment(records) in a forked child, killed after its `after_writes`-th write; its wait status."""
-    pid = os.fork()
-    if pid == 0:  # the child: never returns into pytest
-        code = 3
-        try:
-            store_write._writes = 0
-            if after_writes is not None:
-                os.environ["SCALESTUDY_KILL_AFTER_WRITES"] = str(after_writes)
-            sync_experiment("unit", records, uri)
-            code = 0
-        finally:
-            os._exit(code)
-    return os.waitpid(pid, 0)[1]
 
 
 @pytest.fixture(scope="module")
@@ -86,25 +54,13 @@ def test_the_import_and_reimport_write_what_the_module_counts(stores, tmp_path):
     assert counted_writes(copied(stores, "before.db", tmp_path), AFTER) == REIMPORT_WRITES
 
 
-def assert_one_import(uri: str, before: list[tuple], after_writes: int) -> None:
-    mark, runs = seen_by_a_reader(uri)
-    if mark == "complete":
-        assert runs in (before, one_import(AFTER)), (
-            f"killed after write {after_writes}: marked complete with runs of two imports or cut short: {runs}"
-        )
-
-
-CASES = [("import", n) for n in range(1, IMPORT_WRITES + 1)] + [("reimport", n) for n in range(1, REIMPORT_WRITES + 1)]
-
-
-@pytest.mark.parametrize(("what", "after_writes"), CASES, ids=[f"{w}-killed-after-{n}" for w, n in CASES])
-def test_a_reader_never_sees_a_complete_experiment_holding_runs_of_two_imports(stores, tmp_path, what, after_writes):
-    uri = copied(stores, "empty.db" if what == "import" else "before.db", tmp_path)
-    status = killed_sync(uri, AFTER, after_writes)
+@pytest.mark.parametrize("after_writes", range(1, IMPORT_WRITES + 1))
+def test_a_reader_never_sees_a_complete_experiment_holding_runs_of_two_imports(stores, tmp_path, after_writes):
+    uri = copied(stores, "empty.db", tmp_path)
+    status = killed_import(uri, after_writes)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
-    assert_one_import(uri, [] if what == "import" else one_import(BEFORE), after_writes)
-    last = after_writes == (IMPORT_WRITES if what == "import" else REIMPORT_WRITES)
-    assert (seen_by_a_reader(uri)[0] == "complete") == last  # only the last write marks it complete
+    assert_one_import(uri, [], after_writes)
+    assert (seen_by_a_reader(uri)[0] == "complete") == (after_writes == IMPORT_WRITES)  # only its last write
 
 
 WRITES = ("create_run", "set_terminated", "log_batch", "log_artifact", "log_artifacts", "delete_run",
