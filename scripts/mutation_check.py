@@ -123,9 +123,7 @@ def argument_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--bugs", type=Path, default=MUTATIONS, help="the YAML of bugs (default scripts/mutations.yaml)"
     )
-    parser.add_argument(
-        "--list", default="all", help="which list of the file: main, holdout, independent, review, golden or all"
-    )
+    parser.add_argument("--list", default="all", help="which list of the file (main, holdout, ..., kinds45) or all")
     parser.add_argument("--only", action="append", help="run only the bug with this id (repeatable)")
     parser.add_argument("--timeout", type=float, default=240, help="seconds per test run (default 240)")
     parser.add_argument("--markdown", type=Path, help="also write the result table to this file")

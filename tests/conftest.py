@@ -195,6 +195,20 @@ def published_figures(published_store, published_folder) -> dict:
     return {"dir": published.figures_dir(published_folder), "stdout": ended["stdout"], "stderr": ended["stderr"]}
 
 
+@pytest.fixture(scope="session")
+def published_tables(published_store, tmp_path_factory) -> Path:
+    """Every table built once per session (in each xdist worker that asks) from the published store
+    (`python -m scalestudy.paper tables`): the out_dir, whose tables/ holds them. Tests read it."""
+    from scalestudy.cli import run
+    from scalestudy.paper.__main__ import main
+
+    out = tmp_path_factory.mktemp("published-tables")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", published_store)
+        assert run(main, ["tables", f"out_dir={out}"]) == 0
+    return out
+
+
 @pytest.fixture()
 def store_copy(published_store, tmp_path) -> str:
     """A private copy of the published store, for tests that write to it."""

@@ -1,6 +1,7 @@
 """The store's re-import killed at EVERY write of its transaction (store.sync_experiment), not at a few chosen
 ones: after the kill, readers refuse the experiment as interrupted (or, killed after the last write, see the new
-content whole), and the next import gives exactly the runs a clean import gives.
+content whole), and the next import gives exactly the runs a clean import gives. Before anything reads or repairs
+it, the store itself is checked (assert_one_import): an experiment marked complete holds the runs of one import.
 
 The import runs in a forked child that SCALESTUDY_KILL_AFTER_WRITES kills with SIGKILL right after its N-th write
 (store/write.py, _wrote), as a power cut would: no `finally`, no rollback. The parent, which never opened these stores,
@@ -18,10 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from mlflow import MlflowClient
 
 from scalestudy.schema import RunRecord
 from scalestudy.store import StoreError, load_runs, sync_experiment
 from scalestudy.store import write as store_write
+from scalestudy.store.address import CONTENT_HASH, IMPORT_STATE
 
 WRITES = 10
 COLUMNS = ["import_key", "workers", "throughput_total", "status"]
@@ -43,6 +46,31 @@ AFTER = [record("a", 1, 100.0), record("b", 2, 180.0), record("d", 8, 700.0, sta
 def table(uri: str) -> list[dict]:
     runs = load_runs(uri)
     return runs[COLUMNS].sort_values("import_key").to_dict("records")
+
+
+def one_import(records) -> list[tuple]:
+    """What an experiment holds after a whole import of `records`: (key, throughput, status, hashed) per run."""
+    return sorted((r.key, r.metrics["throughput_total"], r.status, True) for r in records)
+
+
+def seen_by_a_reader(uri: str) -> tuple[str | None, list[tuple]]:
+    """The experiment's import mark and its live runs as one_import gives them (a run cut short: no hash)."""
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("unit")
+    if experiment is None:
+        return None, []
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    held = [(run.data.tags.get("import_key"), run.data.metrics.get("throughput_total"), run.info.status,
+             CONTENT_HASH in run.data.tags) for run in runs]  # fmt: skip
+    return experiment.tags.get(IMPORT_STATE), sorted(held, key=str)
+
+
+def assert_one_import(uri: str, before: list[tuple], after_writes: int) -> None:
+    mark, runs = seen_by_a_reader(uri)
+    if mark == "complete":
+        assert runs in (before, one_import(AFTER)), (
+            f"killed after write {after_writes}: marked complete with runs of two imports or cut short: {runs}"
+        )
 
 
 def killed_import(uri: str, after_writes: int) -> int:
@@ -102,6 +130,7 @@ def test_a_reimport_killed_after_any_write_is_refused_then_completed(before_stor
     uri = f"sqlite:///{shm_path / 'store.db'}"
     status = killed_import(uri, after_writes)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    assert_one_import(uri, one_import(BEFORE), after_writes)  # read before anything repairs it (issue 45)
     if after_writes < WRITES:
         with pytest.raises(StoreError, match=r"experiment\(s\) unit was interrupted and left them half-written"):
             load_runs(uri)

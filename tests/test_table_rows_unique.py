@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import re
 
-from helpers import run_here
-
 # The label columns of each table: the cells that name a row, the rest being its numbers. Tables not listed
 # (4 and 7, the scaling model's) name a row by its cells up to and including its first number (claim or model,
 # GPU, batch or GPUs). A blank first cell repeats the row above's (table 7's claim).
@@ -60,13 +58,10 @@ def test_table_rows_of_one_label_are_found():
     assert table_rows("table-7", tex) == [[("Horovod", "VGG-16", "P100", "512"), ("Horovod", "VGG-16", "K80", "512")]]
 
 
-def test_every_table_row_label_is_unique(published_store, tmp_path, monkeypatch, capsys):
-    proc = run_here("scalestudy.paper", "tables", f"out_dir={tmp_path}", uri=published_store, monkeypatch=monkeypatch,
-                    capsys=capsys)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+def test_every_table_row_label_is_unique(published_tables):
     for n in range(1, 8):
         name = f"table-{n}"
-        sections = table_rows(name, (tmp_path / "tables" / f"{name}.tex").read_text())
+        sections = table_rows(name, (published_tables / "tables" / f"{name}.tex").read_text())
         assert sections, name
         for labels in sections:
             repeated = sorted({label for label in labels if labels.count(label) > 1})

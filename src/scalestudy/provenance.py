@@ -1,11 +1,12 @@
 """Where a result comes from.
 
-- `git_state` / `git_commit`: the commit of the checkout, and whether tracked files differ from it.
+- `git_state` / `git_commit`: the commit of the checkout, and whether it is dirty (a tracked file differs from
+  it, or an untracked one lies where the outputs are made from: git_state says which).
 - `environment_manifest`: the machine and software a measured run used (an artifact of the run).
 
 Standard library only. How files are written whole is scalestudy.files; a sidecar's JSON, scalestudy.paper.sidecars.
 
-    python -m scalestudy.provenance commit     # prints the commit, with '-dirty' when tracked files differ
+    python -m scalestudy.provenance commit     # prints the commit, with '-dirty' when the checkout is dirty
 """
 
 from __future__ import annotations
@@ -27,13 +28,23 @@ from pathlib import Path
 BUILT_FROM_ENV = "SCALESTUDY_GIT_COMMIT"  # set by the Dockerfile from its GIT_COMMIT build argument
 
 
+# Folders whose files the outputs are made from (the code, its configs, the datasets, the paper's sources): an
+# untracked file in one of them can change what a build makes, so it makes the checkout dirty.
+OUTPUT_INPUTS = ("src/", "conf/", "experiments/", "paper/")
+
+
 def git_state(repo: Path | None = None) -> dict[str, object]:
-    """{'commit': HEAD or 'unknown', 'dirty': tracked files differ from HEAD} of the checkout at `repo`."""
+    """{'commit': HEAD or 'unknown', 'dirty': whether the checkout at `repo` may make other outputs than HEAD}.
+
+    Dirty: a tracked file differs from HEAD (changed, staged, deleted), or an untracked file lies in a folder the
+    outputs are made from (OUTPUT_INPUTS: a new config, module, dataset file or template is read by the build).
+    Not dirty: untracked files elsewhere (notes, scratch files beside the checkout's own), and ignored files
+    (.gitignore: the environments, the store, built figures)."""
     cwd = str(repo or Path.cwd())
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True)
         status = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "-z", "--untracked-files=normal"],
             cwd=cwd,
             capture_output=True,
             text=True,
@@ -45,11 +56,20 @@ def git_state(repo: Path | None = None) -> dict[str, object]:
         if re.fullmatch(r"[0-9a-f]{7,40}(-dirty)?", built):
             return {"commit": built.removesuffix("-dirty"), "dirty": built.endswith("-dirty")}
         return {"commit": "unknown", "dirty": False}
-    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+    return {"commit": head.stdout.strip(), "dirty": any(map(_changes_outputs, status.stdout.split("\0")))}
+
+
+def _changes_outputs(entry: str) -> bool:
+    """Whether one entry of `git status --porcelain -z` ("XY PATH", the path from the checkout's root) makes the
+    checkout dirty: an untracked file ("?? PATH") in OUTPUT_INPUTS, any other entry (a tracked change; a rename's
+    source path, its own entry, follows the rename's)."""
+    if entry.startswith("?? "):
+        return entry[3:].startswith(OUTPUT_INPUTS)
+    return bool(entry)
 
 
 def git_commit(repo: Path | None = None) -> str:
-    """HEAD's commit, with '-dirty' when tracked files differ from it; 'unknown' outside git."""
+    """HEAD's commit, with '-dirty' when the checkout is dirty (git_state); 'unknown' outside git."""
     state = git_state(repo)
     return str(state["commit"]) + ("-dirty" if state["dirty"] else "")
 
