@@ -18,6 +18,8 @@ from scalestudy.ui import front, home, launch
 from scalestudy.ui.links import experiment_view, runs_view
 from scalestudy.ui.server import publish_views
 
+DOC = Path(__file__).resolve().parents[1] / "docs" / "ui.md"
+
 PNG = b"\x89PNG\r\n\x1a\n a thumbnail"
 CAPTION_TEX = (
     "% figure-3: built from conf/figure/figure-3.yaml by `make figure-3`\n"
@@ -178,3 +180,16 @@ def test_launch_swaps_mlflows_app_for_the_front():
     ]
     with pytest.raises(SystemExit, match="'other:app', which has no front"):
         build("", "127.0.0.1", 5000, 1, "other:app")
+
+
+def test_the_run_counts_docs_ui_md_states_are_the_sidecars(published_figures):
+    """Every "figure-N   K runs", "figure N (K runs)" and "Open its K runs" of docs/ui.md, against the sidecars
+    built from the published store."""
+    text = " ".join(DOC.read_text().split())
+    claims = re.findall(r"figure[- ](\d+) +\((\d+) runs\)", text) + re.findall(r"figure-(\d+) +(\d+) runs", text)
+    assert len(claims) >= 4
+    for number, n in claims:
+        sidecar = json.loads((Path(published_figures["dir"]) / f"figure-{number}.json").read_text())
+        assert len({r["run_id"] for r in sidecar["mlflow_runs"]}) == int(n), f"figure {number}: docs/ui.md says {n}"
+    (true_count,) = set(re.findall(r"Open its (\d+) runs \(MLflow's table", text))
+    assert ("7", true_count) in claims
