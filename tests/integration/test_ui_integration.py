@@ -222,6 +222,24 @@ def _check_runs_table(driver, expected: set[str], runs, screenshot: Path) -> Non
         assert float(cells["throughput_total"]) == pytest.approx(run["throughput_total"], abs=0.51 * 10 ** -len(digits))
 
 
+def _click_until_done(driver, where) -> None:
+    """Click what `where` finds once it takes the click: the table redraws under a button it is replacing."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+
+    def clicked(drv) -> bool:
+        try:
+            drv.find_element(*where).click()
+        except (StaleElementReferenceException, ElementClickInterceptedException, NoSuchElementException):
+            return False
+        return True
+
+    _wait(driver).until(clicked, f"nothing at {where} took a click")
+
+
 def _report(capsys, *paths: Path) -> None:
     with capsys.disabled():
         for path in paths:
@@ -363,8 +381,7 @@ def test_a_figure_of_two_experiments_and_an_experiment_link(site, browser):
     for shown in range(200, n + 100, 100):  # as a reviewer would: the rest of the figure's runs, a page at a time
         # the button sits under the last loaded row: scroll every scrolled box to its end, as a reader does
         browser.execute_script(SCROLL_TO_END)
-        more = wait.until(EC.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Load more']")))
-        more.click()
+        _click_until_done(browser, (By.XPATH, "//button[normalize-space()='Load more']"))
         wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"{min(shown, n)} matching runs"))
 
     n, link = site["links"]["horovod-docs"]  # an experiment's link: its runs table with our columns
