@@ -1,7 +1,7 @@
-"""The study's home page and the front that serves it (ui/home.py, ui/front.py, ui/launch.py) without a browser: the
-page written from sidecars on a copy of the published store, each figure's link and thumbnail, each dataset's
-source and count, what the front answers itself and what it leaves to MLflow. tests/integration/test_ui_integration.py
-clicks through the same page in Chromium."""
+"""The study's home page and the front that serves it (ui/home.py, ui/front.py, ui/front_server.py,
+store/mlflow_apps.py) without a browser: the page written from sidecars on a copy of the published store, each
+figure's link and thumbnail, each dataset's source and count, what the front answers itself and what it leaves to
+MLflow. tests/integration/test_ui_integration.py clicks through the same page in Chromium."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from scalestudy.store import load_runs
-from scalestudy.ui import front, home, launch
+from scalestudy.store.mlflow_apps import swapped_app_command
+from scalestudy.ui import front, front_server, home
 from scalestudy.ui.links import experiment_view, runs_view
 from scalestudy.ui.server import publish_views
 
@@ -135,7 +136,7 @@ def test_the_defaults_are_mlflows_own_browser_settings():
         "mlflow.assistant.fab.autoOpenedOnFirstLoad_v1": "true",
         "mlflow.assistant.panelOpen_v1": "false",
     }
-    import mlflow.server
+    import mlflow.server  # (a test may: only the package keeps MLflow in its store)
 
     bundle = Path(mlflow.server.app.static_folder) / "static" / "js"
     text = "".join(path.read_text(errors="replace") for path in bundle.glob("main.*.js"))
@@ -166,9 +167,9 @@ def test_the_front_passes_everything_else_to_mlflow(served):
     assert seen == ["/mlflow/ajax-api/2.0/mlflow/runs/get", "/"]
 
 
-def test_launch_swaps_mlflows_app_for_the_front():
+def test_the_front_server_swaps_mlflows_app_for_the_front():
     calls = []
-    build = launch.front_command(lambda *args: calls.append(args) or ["uvicorn", args[4]])
+    build = swapped_app_command(lambda *args: calls.append(args) or ["uvicorn", args[4]], front_server.FRONTS)
     assert build("", "127.0.0.1", 5000, 1, "mlflow.server.fastapi_app:app") == [
         "uvicorn",
         "scalestudy.ui.front:create_app",

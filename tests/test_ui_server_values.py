@@ -25,7 +25,7 @@ def test_the_server_command_line(tmp_path):
     uri = f"sqlite:///{tmp_path}/store.db"
     artifacts = tmp_path / "store-artifacts"
     assert server_command(uri, port=5123) == [
-        sys.executable, "-m", "scalestudy.ui.launch", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+        sys.executable, "-m", "scalestudy.ui.front_server", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
         "--port", "5123", "--workers", "1", "--static-prefix", "/mlflow", "--default-artifact-root",
         artifacts.as_uri(), "--no-serve-artifacts",
     ]  # fmt: skip

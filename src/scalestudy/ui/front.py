@@ -1,4 +1,4 @@
-"""The UI's front: one ASGI app in front of MLflow's own, run by `mlflow server` itself (launch.py).
+"""The UI's front: one ASGI app in front of MLflow's own, run by `mlflow server` itself (front_server.py).
 
 - `/` is the study's home page (home.py; the file SCALESTUDY_UI_HOME, written by `python -m scalestudy.ui`),
 - `/study/figures|tables/NAME.png` the builder's thumbnails (from the folder SCALESTUDY_UI_PAPER),
@@ -17,6 +17,7 @@ import os
 import re
 from pathlib import Path
 
+from ..store.mlflow_apps import basic_auth_app, mlflow_app, mlflow_index_html
 from .home import MLFLOW_PATH
 
 HOME_ENV = "SCALESTUDY_UI_HOME"
@@ -57,10 +58,7 @@ def mlflow_page(index_html: str) -> str:
 
 
 def _mlflow_index() -> tuple[int, bytes, str]:
-    from mlflow.server import app as flask_app
-
-    index = Path(flask_app.static_folder) / "index.html"
-    return 200, mlflow_page(index.read_text()).encode(), "text/html; charset=utf-8"
+    return 200, mlflow_page(mlflow_index_html()).encode(), "text/html; charset=utf-8"
 
 
 async def _send(send, status: int, body: bytes, content_type: str) -> None:
@@ -112,19 +110,11 @@ def front(mlflow_app):
     return app
 
 
-def _mlflow_app():
-    from mlflow.server.fastapi_app import app as mlflow_app
-
-    return mlflow_app
-
-
 def create_app():
     """uvicorn's factory (--factory): the front around MLflow's default app."""
-    return front(_mlflow_app())
+    return front(mlflow_app())
 
 
 def create_auth_app():
     """uvicorn's factory: the front around MLflow's basic-auth app (`--app-name basic-auth`)."""
-    from mlflow.server.auth import create_app as create_basic_auth_app
-
-    return front(create_basic_auth_app())
+    return front(basic_auth_app())

@@ -6,7 +6,7 @@ Before serving, it saves in the store a view of the runs table (links.py) for ea
 with the params and metrics that matter here as columns) and for each figure and table whose sidecar exists
 (DIR/figures/NAME.json, DIR/tables/NAME.json: exactly the runs it lists), then prints the links that open
 them, and writes the study's home page (home.py) beside the store. It runs `mlflow server` on
-store.tracking_uri() through launch.py (MLflow's server with front.py's app in front of MLflow's: the home page
+store.tracking_uri() through front_server.py (MLflow's server with front.py's app in front of MLflow's: the home page
 at /, MLflow's UI under /mlflow/), bound to loopback, with one worker and without MLflow's background job runner;
 the server's log goes to a file beside the store, so the links stay on the screen. With --auth the server is
 MLflow's basic-auth app: every request to MLflow needs a user and password (the home page and its thumbnails,
@@ -54,7 +54,7 @@ def server_command(uri: str, host: str = "127.0.0.1", port: int = 5000, auth: bo
     cmd = [
         sys.executable,
         "-m",
-        "scalestudy.ui.launch",
+        "scalestudy.ui.front_server",
         "server",
         "--backend-store-uri",
         uri,
