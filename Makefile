@@ -177,15 +177,36 @@ paper: all system-paper ## figures, tables and paper/main.pdf (latexmk)
 	latexmk -pdf -interaction=nonstopmode -halt-on-error -cd -quiet paper/main.tex
 	@echo "paper/main.pdf"
 
-# The UI links each figure and table to its runs through its sidecar (paper/figures|tables/NAME.json): all are
-# built once per import of the store (the stamp goes with them on make clean), so a fresh clone's `make ui`
-# prints every link. A target that does not build is reported and left out; the UI starts all the same.
-SIDECARS := paper/figures/.sidecars-$(STORE_KEY).stamp
-$(SIDECARS): $(IMPORTED)
-	$(PY) -m scalestudy.paper all || echo "some figures or tables did not build: the UI links those that did" >&2
-	@mkdir -p $(@D) && touch $@
+# The UI links each figure and table to its runs through its sidecar (paper/figures|tables/NAME.json). Each sidecar is
+# a file of make's own, built from its config, the shared configs, the builder's code and the store's import: `make ui`
+# serves at once when all are up to date (after `make figures tables` or `make all`), and otherwise rebuilds only
+# those out of date, in one builder process (each stale sidecar's rule names it in UI_STALE, the ui rule builds the
+# list). A target that does not build is reported and left out; the UI starts all the same. (Runs measured here by
+# `make run-figure-N` change the store without an import: `make figure-N` redraws that figure.)
+UI_FIGURES := $(basename $(notdir $(wildcard conf/figure/figure-*.yaml)))
+UI_TABLES := $(basename $(notdir $(wildcard conf/table/table-*.yaml)))
+UI_SIDECARS := $(UI_FIGURES:%=paper/figures/%.json) $(UI_TABLES:%=paper/tables/%.json)
+BUILD_CODE := $(filter-out src/scalestudy/ui/% src/scalestudy/harness/% src/scalestudy/train.py,\
+	$(shell find src/scalestudy -name '*.py'))
+SHARED_CONF := $(filter-out conf/figure/% conf/table/% conf/experiment/% conf/cluster/%,$(shell find conf -name '*.yaml')) \
+	$(wildcard paper/templates/*.j2)
+UI_STALE := .mlflow/ui-stale-$(STORE_KEY).list
 
-ui: $(SIDECARS) ## the MLflow UI on http://127.0.0.1:5000, printing links to each experiment's and each figure's runs (ARGS=--auth)
+# Sources, made by no rule (else `figure-%` and `table-%` would match conf/figure/figure-3.yaml as a target).
+$(wildcard conf/figure/*.yaml conf/table/*.yaml) $(SHARED_CONF): ;
+
+paper/figures/%.json: conf/figure/%.yaml $(IMPORTED) $(BUILD_CODE) $(SHARED_CONF)
+	@mkdir -p $(dir $(UI_STALE)) && echo $* >> $(UI_STALE)
+
+paper/tables/%.json: conf/table/%.yaml $(IMPORTED) $(BUILD_CODE) $(SHARED_CONF)
+	@mkdir -p $(dir $(UI_STALE)) && echo $* >> $(UI_STALE)
+
+ui: $(UI_SIDECARS) ## the study's home page on http://127.0.0.1:5000 (each figure and table linking to its runs), MLflow's UI under /mlflow/ (ARGS=--auth)
+	@if [ -s $(UI_STALE) ]; then \
+	  echo "building what changed: $$(sort -u $(UI_STALE) | tr '\n' ' ')"; \
+	  $(PY) -m scalestudy.paper $$(sort -u $(UI_STALE)) \
+	    || echo "some figures or tables did not build: the UI links those that did" >&2; \
+	  rm -f $(UI_STALE); fi
 	$(PY) -m scalestudy.ui $(ARGS)
 
 # A figure's sweep (conf/experiment/figure-N.yaml) here, through horovodrun, 1 and 2 ranks. By default sized for

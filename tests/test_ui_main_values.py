@@ -97,19 +97,19 @@ def test_main_prints_the_ui_and_its_views_then_reports_the_server_stopping(ui, t
     base = f"http://127.0.0.1:{port}"
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0] == f"MLflow UI on {uri} at {base}/; its log: {log}"
+    assert lines[0] == f"The study's home page at {base}/, MLflow's UI on {uri} at {base}/mlflow/; its log: {log}"
     assert lines[1].startswith("Each experiment's runs (columns model, framework") and lines[1].endswith(
         ", where its runs have them):"
     )
-    assert lines[2].startswith(f"  unit                      1 runs  {base}/#/experiments/")
+    assert lines[2].startswith(f"  unit                      1 runs  {base}/mlflow/#/experiments/")
     assert lines[3:5] == [
         f"The runs behind each figure and table (the run ids in its sidecar, {tmp_path / 'paper'}/figures|tables/"
         "NAME.json):",
         f"  none yet under {tmp_path / 'paper'}: `make figures tables` builds them",
     ]
     assert lines[5] == (
-        f"From {base}/ by clicks: 'Model training' (top left) once, then Experiments -> an experiment; its 'Views' "
-        "menu lists the views above. Ctrl-C stops the UI."
+        f"From {base}/ by clicks: a figure's thumbnail opens its runs; in MLflow's UI an experiment's 'Views' menu "
+        "lists the views above. Ctrl-C stops the UI."
     )
     assert len(lines) == 6
     assert err == f"error: mlflow server stopped with status 3 (its log: {log})\n"
@@ -124,7 +124,8 @@ def test_main_with_auth_says_so_and_gives_the_server_its_config(ui, tmp_path, ca
     assert server.main(args(tmp_path, port, "--auth")) == 3
     log = tmp_path / f"store-ui-{port}.log"
     assert capsys.readouterr().out.splitlines()[0] == (
-        f"MLflow UI on {uri} at http://127.0.0.1:{port}/ (basic auth); its log: {log}"
+        f"The study's home page at http://127.0.0.1:{port}/, MLflow's UI on {uri} at http://127.0.0.1:{port}/mlflow/ "
+        f"(basic auth); its log: {log}"
     )
     assert calls == [(uri, "127.0.0.1", port, True)]
     assert log.read_text().splitlines()[0] == f"leader True stdin '' jobs false auth {tmp_path / 'store-auth.ini'}"
@@ -150,7 +151,7 @@ def test_main_reports_a_server_that_ends_before_it_answers(ui, tmp_path, capsys)
 
 
 def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys, monkeypatch):
-    uri, port, _, mode = ui
+    _, port, _, mode = ui
     mode[0] = "forever"
     log = tmp_path / f"store-ui-{port}.log"
     # The signal goes once main waits on the server, its lines printed: the server logging its health request is not
@@ -185,7 +186,7 @@ def test_main_stops_the_server_on_ctrl_c_and_on_sigterm(ui, tmp_path, capsys, mo
             assert end.value.code == 0
         sender.join()
         out, err = capsys.readouterr()
-        assert out.startswith(f"MLflow UI on {uri} at http://127.0.0.1:{port}/") and err == ""
+        assert out.startswith(f"The study's home page at http://127.0.0.1:{port}/,") and err == ""
         assert not server.port_in_use("127.0.0.1", port)  # the server is gone, its port free again
 
 
@@ -200,8 +201,9 @@ def test_main_help_and_defaults(monkeypatch, capsys, tmp_path):
         "usage: python -m scalestudy.ui [-h] [--host {127.0.0.1,localhost,::1}] [--port PORT] [--paper PAPER] "
         "[--auth]\n"
         "\n"
-        "python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the MLflow UI on this "
-        "repository's\nstore, with a link to each experiment's runs and to the runs behind each figure and table.\n"
+        "python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the study's home page and "
+        "the MLflow\nUI on this repository's store, with a link to each experiment's runs and to the runs behind "
+        "each figure and table.\n"
         "\n"
         "options:\n"
         "  -h, --help            show this help message and exit\n"
@@ -230,13 +232,14 @@ def test_main_help_and_defaults(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(server, "port_in_use", lambda host, port: False)
     monkeypatch.setattr(server, "relocate_artifacts", lambda uri: None)
 
-    def views(uri, paper, base_url):
-        asked.append((uri, paper, base_url))
+    def views(uri, paper, base_url, home):
+        asked.append((uri, paper, base_url, home))
         raise server.UIError("stop here")
 
     monkeypatch.setattr(server, "publish_views", views)
     assert server.main([]) == 2
-    assert asked[-1] == (f"sqlite:///{store}", Path("paper"), "http://127.0.0.1:5000")
+    home = Path(store).with_name("store-ui-5000.html")  # the home page, beside the store
+    assert asked[-1] == (f"sqlite:///{store}", Path("paper"), "http://127.0.0.1:5000/mlflow", home)
 
 
 def test_main_flushes_its_lines_before_it_waits_and_repoints_a_moved_store(ui, tmp_path, monkeypatch):

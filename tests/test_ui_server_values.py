@@ -25,8 +25,9 @@ def test_the_server_command_line(tmp_path):
     uri = f"sqlite:///{tmp_path}/store.db"
     artifacts = tmp_path / "store-artifacts"
     assert server_command(uri, port=5123) == [
-        sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
-        "--port", "5123", "--workers", "1", "--default-artifact-root", artifacts.as_uri(), "--no-serve-artifacts",
+        sys.executable, "-m", "scalestudy.ui.front_server", "server", "--backend-store-uri", uri, "--host", "127.0.0.1",
+        "--port", "5123", "--workers", "1", "--static-prefix", "/mlflow", "--default-artifact-root",
+        artifacts.as_uri(), "--no-serve-artifacts",
     ]  # fmt: skip
     assert artifacts.is_dir()  # made, so the server can write there
     assert server_command(uri, host="::1", auth=True)[6:10] == ["--host", "::1", "--port", "5000"]
@@ -34,6 +35,7 @@ def test_the_server_command_line(tmp_path):
     # a server store keeps its artifacts where the server says: no artifact options
     assert server_command("http://127.0.0.1:5001", host="localhost")[5:] == [
         "http://127.0.0.1:5001", "--host", "localhost", "--port", "5000", "--workers", "1",
+        "--static-prefix", "/mlflow",
     ]  # fmt: skip
     with pytest.raises(ValueError) as err:
         server_command(uri, host="0.0.0.0")
@@ -46,6 +48,11 @@ def test_the_server_environment(tmp_path, monkeypatch):
     env = server_env()
     assert env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] == "false"
     assert env["MLFLOW_DISABLE_TELEMETRY"] == "true" and env["DO_NOT_TRACK"] == "true"
+    assert env["MLFLOW_ENABLE_REMOTE_ASSISTANT"] == "false" and env["MLFLOW_ENABLE_ASSISTANT_SANDBOX"] == "false"
+    assert "SCALESTUDY_UI_HOME" not in env and "SCALESTUDY_UI_PAPER" not in env
+    env = server_env(home=tmp_path / "home.html", paper=tmp_path / "paper")
+    assert env["SCALESTUDY_UI_HOME"] == str(tmp_path / "home.html")
+    assert env["SCALESTUDY_UI_PAPER"] == str(tmp_path / "paper")
     assert env["SCALESTUDY_SEEN"] == "kept"
     assert "MLFLOW_AUTH_CONFIG_PATH" not in env and "MLFLOW_FLASK_SERVER_SECRET_KEY" not in env
     env = server_env(tmp_path / "auth.ini")

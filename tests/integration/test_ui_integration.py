@@ -98,7 +98,8 @@ def site(published_store, tmp_path_factory):
         links = {m[1]: (int(m[2]), m[3]) for m in map(LINK_LINE.match, printed.splitlines()) if m}
         sidecars = {n: json.loads((paper / "figures" / f"{n}.json").read_text()) for n in ("figure-3", "figure-7")}
         yield {
-            "base_url": f"http://127.0.0.1:{port}",
+            "base_url": f"http://127.0.0.1:{port}",  # the study's home page; MLflow's UI under /mlflow/
+            "mlflow_url": f"http://127.0.0.1:{port}/mlflow",
             "links": links,
             "printed": printed,
             "sidecars": sidecars,
@@ -221,13 +222,50 @@ def _check_runs_table(driver, expected: set[str], runs, screenshot: Path) -> Non
         assert float(cells["throughput_total"]) == pytest.approx(run["throughput_total"], abs=0.51 * 10 ** -len(digits))
 
 
+def _click_until_done(driver, where) -> None:
+    """Click what `where` finds once it takes the click: the table redraws under a button it is replacing."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+
+    def clicked(drv) -> bool:
+        try:
+            drv.find_element(*where).click()
+        except (StaleElementReferenceException, ElementClickInterceptedException, NoSuchElementException):
+            return False
+        return True
+
+    _wait(driver).until(clicked, f"nothing at {where} took a click")
+
+
 def _report(capsys, *paths: Path) -> None:
     with capsys.disabled():
         for path in paths:
             print(f"\nscreenshot: {path}")
 
 
-def test_from_the_home_page_by_clicks_to_the_runs_of_figure_3(site, browser, tmp_path, capsys):
+# What MLflow's stock pages show a new user, none of which the study's pages may: its GenAI start page (with its
+# demo button and tour), the assistant's pane, the telemetry notice.
+NOT_ON_THE_WAY = (
+    "Start Demo",
+    "MLflow Assistant",
+    "Ask a question",
+    "Information about UI telemetry",
+    "Welcome to MLflow",
+)
+
+
+def _nothing_in_the_way(driver) -> None:
+    body = driver.find_element("tag name", "body").text
+    for text in NOT_ON_THE_WAY:
+        assert text not in body, f"{text!r} on {driver.current_url}"
+
+
+def test_the_home_page_and_a_thumbnail_to_the_runs_of_figure_3(site, browser, tmp_path, capsys):
+    """A fresh browser at the UI's root lands on the study's home page; figure 3's thumbnail opens exactly its
+    runs; MLflow's demo, assistant and telemetry notice are nowhere on the way."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
 
@@ -237,21 +275,73 @@ def test_from_the_home_page_by_clicks_to_the_runs_of_figure_3(site, browser, tmp
     assert len(expected) == 64
 
     browser.get(f"{site['base_url']}/")
-    # MLflow 3 opens an experiment on its GenAI overview until "Model training" is chosen (mlflow/mlflow#24498).
-    _click(browser, "Model training")
-    _click(browser, "Experiments", link=True)
-    # The experiments list shows each experiment's description (its start): the source.
+    wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "h1"), "Distributed-training scaling study"))
+    card = browser.find_element(By.ID, "figure-3")
+    assert f"figure-3: {sidecar['title']}" in card.text and "Open its 64 runs in MLflow" in card.text
+    assert f"built at commit {sidecar['git_commit'][:12]}" in card.text
+    thumbnail = card.find_element(By.CSS_SELECTOR, "a.thumbnail img")
+    wait.until(lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", thumbnail))
+    figure7 = browser.find_element(By.CSS_SELECTOR, "#figure-7 a.runs").text
+    n7 = len(site["sidecars"]["figure-7"]["mlflow_runs"])
+    assert figure7.startswith(f"Open its {n7} runs (MLflow's table shows 100 at a time")  # the true count
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "python -m scalestudy.ingest logs PATH --experiment NAME" in body
+    runs = site["runs"]
+    for experiment, n in runs.groupby("experiment").size().items():
+        assert f"{experiment} {n} run" in body  # each dataset with its run count
+    _nothing_in_the_way(browser)
+    browser.save_screenshot(str(tmp_path / "home.png"))
+
+    card.find_element(By.CSS_SELECTOR, "a.thumbnail").click()
+    wait.until(EC.url_contains("/mlflow/#/experiments/"))
+    _check_runs_table(browser, expected, runs, tmp_path / "figure-3-from-home.png")
+    _nothing_in_the_way(browser)
+    _report(capsys, tmp_path / "home.png", tmp_path / "figure-3-from-home.png")
+
+
+def test_from_mlflows_experiments_by_clicks_to_the_runs_of_figure_3(site, browser, tmp_path, capsys):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    wait = _wait(browser)
+    sidecar = site["sidecars"]["figure-3"]
+    expected = {r["run_id"] for r in sidecar["mlflow_runs"]}
+
+    browser.get(f"{site['mlflow_url']}/")  # MLflow's own start: its experiments list, not its GenAI home
     wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "Published measurements: TensorFlow"))
+    _nothing_in_the_way(browser)
+    browser.save_screenshot(str(tmp_path / "mlflow-start.png"))
     _click(browser, EXPERIMENT, link=True)
     wait.until(EC.url_contains("/runs"))
     wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "Published measurements: TensorFlow"))
+    _nothing_in_the_way(browser)
     browser.save_screenshot(str(tmp_path / "experiment.png"))
 
     # Two clicks from the experiment's runs table: "Views", then the figure's view.
     browser.find_element(By.CSS_SELECTOR, "[data-testid='saved-views-trigger']").click()
     _click(browser, "figure-3 · 64 runs", exact=False)
     _check_runs_table(browser, expected, site["runs"], tmp_path / "figure-3-by-clicks.png")
-    _report(capsys, tmp_path / "experiment.png", tmp_path / "figure-3-by-clicks.png")
+    _report(capsys, tmp_path / "mlflow-start.png", tmp_path / "experiment.png", tmp_path / "figure-3-by-clicks.png")
+
+
+def test_an_mlperf_run_shows_when_it_was_measured(site, browser, tmp_path, capsys):
+    """The run page's "Created at" is the log's run_start (2018 for MLPerf v0.5), its Duration the log's."""
+    from datetime import datetime
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as EC
+
+    runs = site["runs"]
+    run = runs[runs.experiment == "mlperf-training-resnet"].sort_values("start_ms").iloc[0]
+    measured = datetime.fromtimestamp(run.start_ms / 1000)  # the browser's time zone is this machine's
+    assert measured.year == 2018
+    browser.get(f"{site['mlflow_url']}/#/experiments/{run.experiment_id}/runs/{run.run_id}")
+    _wait(browser).until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), "Created at"))
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert f"Created at\n{measured.strftime('%m/%d/%Y')}, " in body
+    assert "time_basis\n: measured: start and end from the source" in body
+    browser.save_screenshot(str(tmp_path / "mlperf-run.png"))
+    _report(capsys, tmp_path / "mlperf-run.png")
 
 
 def test_the_printed_figure_3_link_opens_exactly_its_runs(site, browser, tmp_path, capsys):
@@ -259,7 +349,7 @@ def test_the_printed_figure_3_link_opens_exactly_its_runs(site, browser, tmp_pat
     expected = {r["run_id"] for r in sidecar["mlflow_runs"]}
     n, link = site["links"]["figure-3"]
     assert n == len(expected) == 64
-    assert link == f"{site['base_url']}/{sidecar['mlflow_ui']['link']}"  # the sidecar carries the same link
+    assert link == f"{site['mlflow_url']}/{sidecar['mlflow_ui']['link']}"  # the sidecar carries the same link
     browser.get(link)  # a browser that never chose "Model training"
     _check_runs_table(browser, expected, site["runs"], tmp_path / "figure-3-link.png")
     _report(capsys, tmp_path / "figure-3-link.png")
@@ -291,8 +381,7 @@ def test_a_figure_of_two_experiments_and_an_experiment_link(site, browser):
     for shown in range(200, n + 100, 100):  # as a reviewer would: the rest of the figure's runs, a page at a time
         # the button sits under the last loaded row: scroll every scrolled box to its end, as a reader does
         browser.execute_script(SCROLL_TO_END)
-        more = wait.until(EC.element_to_be_clickable((By.XPATH, "//button[normalize-space()='Load more']")))
-        more.click()
+        _click_until_done(browser, (By.XPATH, "//button[normalize-space()='Load more']"))
         wait.until(EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"{min(shown, n)} matching runs"))
 
     n, link = site["links"]["horovod-docs"]  # an experiment's link: its runs table with our columns
@@ -311,7 +400,7 @@ def test_a_run_page_shows_its_params_and_where_it_was_read(site, browser, tmp_pa
 
     runs = site["runs"]
     run = runs[(runs.experiment == EXPERIMENT) & (runs.platform == "nvidia-dgx-1") & (runs.workers == 8)].iloc[0]
-    browser.get(f"{site['base_url']}/#/experiments/{run.experiment_id}/runs/{run.run_id}")
+    browser.get(f"{site['mlflow_url']}/#/experiments/{run.experiment_id}/runs/{run.run_id}")
     _wait(browser).until(
         EC.text_to_be_present_in_element((By.TAG_NAME, "body"), f"Parameters ({len(REQUIRED_PARAMS) + 2})")
     )

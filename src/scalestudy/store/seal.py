@@ -2,7 +2,8 @@
 builder's back (a metric logged through the MLflow UI's REST API, a param or tag edited) no longer matches.
 
 A run's `values_hash` tag is written with its content hash, last. It hashes, in three parts, the run's params,
-its latest metric values and its tags (all but MLflow's own `mlflow.*` and the two hash tags), as strings read
+its latest metric values and its tags (all but MLflow's own `mlflow.*`, the two hash tags and the writer's
+imported_at and time_basis), as strings read
 back from the store: the builder, which reads exactly those in its one query per table, recomputes it for
 every run it reads (a few milliseconds for the published store) and refuses a run whose values differ. Each
 part is hashed on its own, so the refusal says which part changed. The hash is a seal against mistakes and
@@ -19,6 +20,10 @@ from collections.abc import Mapping
 from .address import CONTENT_HASH
 
 VALUES_HASH = "values_hash"
+# Tags the writer adds about the write itself, not the run's values: unsealed (store/write.py, run_time_tags).
+IMPORTED_AT = "imported_at"
+TIME_BASIS = "time_basis"
+WRITE_TAGS = (CONTENT_HASH, VALUES_HASH, IMPORTED_AT, TIME_BASIS)
 PARTS = ("params", "metrics", "tags")
 
 
@@ -33,8 +38,9 @@ def metric_text(value) -> str:
 
 
 def sealed_tags(tags: Mapping[str, str]) -> dict[str, str]:
-    """The tags the seal covers: not MLflow's own (run name, description, source) nor the hash tags."""
-    return {k: str(v) for k, v in tags.items() if not k.startswith("mlflow.") and k not in (CONTENT_HASH, VALUES_HASH)}
+    """The tags the seal covers: not MLflow's own (run name, description, source) nor the writer's (the hash tags,
+    the import time and the basis of the run's times)."""
+    return {k: str(v) for k, v in tags.items() if not k.startswith("mlflow.") and k not in WRITE_TAGS}
 
 
 def values_digest(params: Mapping[str, object], metrics: Mapping[str, object], tags: Mapping[str, str]) -> str:

@@ -11,6 +11,7 @@ import signal
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import cache
 from itertools import zip_longest
 from pathlib import Path
@@ -35,7 +36,7 @@ from .address import (
 from .artifacts import relocate_artifacts
 from .lock import as_store_error, store_lock
 from .read import reader, search_all
-from .seal import VALUES_HASH, changed_parts, expected_values, values_digest
+from .seal import IMPORTED_AT, TIME_BASIS, VALUES_HASH, changed_parts, expected_values, values_digest
 
 
 def client_for(uri: str):
@@ -136,6 +137,18 @@ def _wrote() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def run_time_tags(rec: RunRecord, now: datetime) -> dict[str, str]:
+    """When the run was written (imported_at, ISO 8601 UTC), and what its MLflow start and end times are
+    (time_basis): the measurement's, from the log or the harness, or the import's where the source has none."""
+    if rec.start_ms is None:
+        basis = "import: the source gives no time; start and end are when the run was imported"
+    elif rec.end_ms is None:
+        basis = "measured: the start from the source, no end in it"
+    else:
+        basis = "measured: start and end from the source"
+    return {IMPORTED_AT: now.astimezone(UTC).isoformat(timespec="seconds"), TIME_BASIS: basis}
+
+
 def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) -> str:
     """Write one run; its content hash is written last, after its final status, so a run cut short by a kill
     has none and counts as incomplete."""
@@ -143,6 +156,7 @@ def _write_run(client, experiment_id: str, rec: RunRecord, content_hash: str) ->
 
     tags = dict(rec.tags)
     tags["import_key"] = rec.key
+    tags.update(run_time_tags(rec, datetime.now(UTC)))
     run = client.create_run(experiment_id, start_time=rec.start_ms, tags=tags, run_name=rec.run_name)
     _wrote()
     run_id = run.info.run_id

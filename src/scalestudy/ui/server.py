@@ -1,12 +1,16 @@
-"""python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the MLflow UI on this
-repository's store, with a link to each experiment's runs and to the runs behind each figure and table.
+"""python -m scalestudy.ui [--host 127.0.0.1] [--port 5000] [--paper DIR] [--auth]: the study's home page and
+the MLflow UI on this repository's store, with a link to each experiment's runs and to the runs behind each figure
+and table.
 
 Before serving, it saves in the store a view of the runs table (links.py) for each experiment (all its runs,
 with the params and metrics that matter here as columns) and for each figure and table whose sidecar exists
 (DIR/figures/NAME.json, DIR/tables/NAME.json: exactly the runs it lists), then prints the links that open
-them. It runs `mlflow server` on store.tracking_uri(), bound to loopback, with one worker and without
-MLflow's background job runner; the server's log goes to a file beside the store, so the links stay on the
-screen. With --auth the server is MLflow's basic-auth app: every request needs a user and password.
+them, and writes the study's home page (home.py) beside the store. It runs `mlflow server` on
+store.tracking_uri() through front_server.py (MLflow's server with front.py's app in front of MLflow's: the home page
+at /, MLflow's UI under /mlflow/), bound to loopback, with one worker and without MLflow's background job runner;
+the server's log goes to a file beside the store, so the links stay on the screen. With --auth the server is
+MLflow's basic-auth app: every request to MLflow needs a user and password (the home page and its thumbnails,
+the paper's own figures, do not).
 `serve(uri, port)` starts the same server for tests and stops it (its whole process group) on exit.
 """
 
@@ -30,6 +34,8 @@ from pathlib import Path
 
 from ..config import name_order
 from ..store import StoreError, artifact_root, load_runs, relocate_artifacts, save_views, sqlite_path, tracking_uri
+from . import front
+from .home import MLFLOW_PATH, Dataset, Entry, caption_of, home_page, thumbnail_of, title_of
 from .links import SHOWN_METRICS, SHOWN_PARAMS, experiment_view, owned, runs_view
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -48,7 +54,7 @@ def server_command(uri: str, host: str = "127.0.0.1", port: int = 5000, auth: bo
     cmd = [
         sys.executable,
         "-m",
-        "mlflow",
+        "scalestudy.ui.front_server",
         "server",
         "--backend-store-uri",
         uri,
@@ -58,6 +64,8 @@ def server_command(uri: str, host: str = "127.0.0.1", port: int = 5000, auth: bo
         str(port),
         "--workers",
         "1",
+        "--static-prefix",
+        MLFLOW_PATH.rstrip("/"),
     ]
     path = sqlite_path(uri)
     if path is not None:
@@ -73,15 +81,22 @@ def _url(host: str, port: int) -> str:
     return f"http://{'[::1]' if host == '::1' else host}:{port}"
 
 
-def server_env(auth_config: Path | None = None) -> dict[str, str]:
+def server_env(auth_config: Path | None = None, home: Path | None = None, paper: Path | None = None) -> dict[str, str]:
+    """The server's environment: MLflow's switches, and where the front finds the home page and thumbnails."""
     env = dict(os.environ)
     env.update(
         {
             "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false",  # no huey job runner next to the UI
-            "MLFLOW_DISABLE_TELEMETRY": "true",
+            "MLFLOW_DISABLE_TELEMETRY": "true",  # also hides the UI's telemetry banner
             "DO_NOT_TRACK": "true",
+            "MLFLOW_ENABLE_REMOTE_ASSISTANT": "false",
+            "MLFLOW_ENABLE_ASSISTANT_SANDBOX": "false",
         }
     )
+    if home is not None:
+        env[front.HOME_ENV] = str(home.resolve())
+    if paper is not None:
+        env[front.PAPER_ENV] = str(paper.resolve())
     if auth_config is not None:
         env["MLFLOW_AUTH_CONFIG_PATH"] = str(auth_config)
         # The auth app's CSRF protection needs a secret; one per server start is enough for one server.
@@ -154,7 +169,7 @@ def _stop(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
 
 
 def _wait_until_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float) -> str | None:
-    """None once GET /health answers 200, else what went wrong."""
+    """None once GET <base_url>/health answers 200 (MLflow's UI's base URL), else what went wrong."""
     deadline = time.monotonic() + timeout_s
     while True:
         if proc.poll() is not None:
@@ -170,10 +185,10 @@ def _wait_until_healthy(proc: subprocess.Popen, base_url: str, timeout_s: float)
         time.sleep(0.25)
 
 
-def _start(uri: str, host: str, port: int, auth: bool, log) -> subprocess.Popen:
+def _start(uri: str, host: str, port: int, auth: bool, log, home: Path | None = None, paper: Path | None = None):
     if port_in_use(host, port):  # fail fast, and never talk to another server
         raise UIError(f"{_url(host, port)} is already in use (another MLflow UI?): stop it or pick another --port")
-    env = server_env(auth_config(uri) if auth else None)
+    env = server_env(auth_config(uri) if auth else None, home, paper)
     return subprocess.Popen(
         server_command(uri, host, port, auth),
         env=env,
@@ -184,10 +199,16 @@ def _start(uri: str, host: str, port: int, auth: bool, log) -> subprocess.Popen:
     )
 
 
+def mlflow_url(base_url: str) -> str:
+    """MLflow's UI under the study's front at `base_url` (no trailing slash)."""
+    return base_url + MLFLOW_PATH.rstrip("/")
+
+
 @contextlib.contextmanager
 def serve(uri: str, port: int, host: str = "127.0.0.1", timeout_s: float = 60.0, auth: bool = False) -> Iterator[str]:
-    """Start `mlflow server` on `uri`, wait until GET /health answers, yield its base URL, stop it."""
-    base_url = _url(host, port)
+    """Start `mlflow server` on `uri`, wait until GET /mlflow/health answers, yield MLflow's UI's base URL
+    (http://HOST:PORT/mlflow), stop it."""
+    base_url = mlflow_url(_url(host, port))
     with tempfile.TemporaryFile() as log:
         proc = _start(uri, host, port, auth, log)
         try:
@@ -220,20 +241,58 @@ def _sidecars(paper: Path) -> list[tuple[str, Path, dict]]:
     return sorted(found, key=lambda item: (item[1].parent.name, name_order(item[0])))
 
 
-def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
+def published_sources() -> dict[str, dict[str, str]]:
+    """Each published dataset's source.yaml (citation, url) by experiment name."""
+    from ..ingest import read_source, reference_dir
+
+    sources = {}
+    for folder in sorted(reference_dir().glob("*/")):
+        with contextlib.suppress(Exception):  # a broken source.yaml is the importer's to report
+            source = read_source(folder)
+            sources[str(source["experiment"])] = source
+    return sources
+
+
+def _dataset(experiment: str, n_runs: int, view, sources: dict) -> Dataset:
+    source = sources.get(experiment)
+    if source is None:
+        about, url = "runs of this machine: measured by the harness or imported with `ingest logs`", ""
+    else:
+        about, url = str(source["citation"]), str(source.get("url") or "")
+    return Dataset(experiment, about, url, n_runs, MLFLOW_PATH + view.link)
+
+
+def _entry(name: str, path: Path, data: dict, n_runs: int, link: str, problem: str = "") -> Entry:
+    caption = caption_of(path, data)
+    commit = str(data.get("git_commit") or "unknown")
+    return Entry(name, title_of(data, caption), caption, commit, n_runs, link, thumbnail_of(path), problem)
+
+
+def _sidecar_run_ids(data: dict, where: dict, by_key: dict) -> list[str]:
+    """A sidecar's run ids in this store: a run of another store (the paper's, on a reader's fresh import) is
+    found by its experiment and import key, which every store that imported the dataset shares."""
+    found = []
+    for run in data["mlflow_runs"]:
+        key = (run.get("experiment"), run.get("import_key"))
+        found.append(str(run["run_id"]) if run["run_id"] in where else by_key.get(key, run["run_id"]))
+    return found
+
+
+def publish_views(uri: str, paper: Path, base_url: str, home: Path | None = None) -> list[str]:
     """Save the runs-table views of every experiment and of every sidecar under `paper` in the store at `uri`,
-    and return the lines that show their links (relative links made absolute with `base_url`)."""
+    and return the lines that show their links (relative links made absolute with `base_url`, MLflow's UI's
+    base URL); with `home`, write the study's home page there too."""
     runs = load_runs(uri, sealed=False)  # the UI shows what the store holds; the builder refuses a changed run
     where = {
         r.run_id: (r.experiment_id, r.experiment) for r in runs[["run_id", "experiment_id", "experiment"]].itertuples()
     }
-    # A sidecar built from another store (the paper's, on a reader's fresh import) names other run ids: its runs
-    # are found by their experiment and import key, which every store that imported the dataset shares.
     by_key = {}
     if "import_key" in runs:
         for r in runs[["run_id", "experiment", "import_key"]].dropna().itertuples():
             by_key[(r.experiment, r.import_key)] = r.run_id
     views: dict[str, dict[str, str]] = {}
+    entries: list[Entry] = []
+    datasets: list[Dataset] = []
 
     def keep(view, place: int) -> str:
         for experiment_id in view.experiment_ids:
@@ -243,35 +302,39 @@ def publish_views(uri: str, paper: Path, base_url: str) -> list[str]:
     columns = ", ".join([*SHOWN_PARAMS, *SHOWN_METRICS])
     lines = [f"Each experiment's runs (columns {columns}, where its runs have them):"]
     counts = runs.groupby(["experiment", "experiment_id"]).size()
+    sources = published_sources() if home is not None else {}
     for (experiment, experiment_id), n in counts.items():
-        lines.append(f"  {experiment:<22} {n:>4} runs  {keep(experiment_view(str(experiment_id)), 0)}")
+        view = experiment_view(str(experiment_id))
+        lines.append(f"  {experiment:<22} {n:>4} runs  {keep(view, 0)}")
+        datasets.append(_dataset(str(experiment), int(n), view, sources))
 
     lines.append(
         f"The runs behind each figure and table (the run ids in its sidecar, {paper}/figures|tables/NAME.json):"
     )
     sidecars = _sidecars(paper)
     for place, (name, path, data) in enumerate(sidecars, start=1):
-        run_ids = [
-            str(r["run_id"])
-            if r["run_id"] in where
-            else by_key.get((r.get("experiment"), r.get("import_key")), r["run_id"])
-            for r in data["mlflow_runs"]
-        ]
+        run_ids = _sidecar_run_ids(data, where, by_key)
         missing = [r for r in run_ids if r not in where]
         if missing or not run_ids:
-            lines.append(
-                f"  {name:<22} {path}: {len(missing)} of its {len(run_ids)} runs are not in this store "
+            problem = (
+                f"{len(missing)} of its {len(run_ids)} runs are not in this store "
                 f"(built from another store?): rebuild it with `make {name}`"
             )
+            lines.append(f"  {name:<22} {path}: {problem}")
+            entries.append(_entry(name, path, data, len(set(run_ids)), "", problem))
             continue
         view = runs_view(name, [(r, *where[r]) for r in run_ids], str(data.get("title") or ""))
         line = f"  {name:<22} {len(set(run_ids)):>4} runs  {keep(view, place)}"
         if (data.get("mlflow_ui") or {}).get("link") not in (None, view.link):
             line += f"  ({path} has another link: rebuild it with `make {name}`)"
         lines.append(line)
+        entries.append(_entry(name, path, data, len(set(run_ids)), MLFLOW_PATH + view.link))
     if not sidecars:
         lines.append(f"  none yet under {paper}: `make figures tables` builds them")
     save_views(views, owned, uri)
+    if home is not None:
+        home.parent.mkdir(parents=True, exist_ok=True)
+        home.write_text(home_page(entries, datasets, uri))
     return lines
 
 
@@ -296,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     path = sqlite_path(uri)
     base_url = _url(args.host, args.port)
     log_path = _beside_store(uri, f"-ui-{args.port}.log")
+    home = _beside_store(uri, f"-ui-{args.port}.html")
     if path is not None and not path.exists():
         print(f"error: no store at {path}: import the published runs first (make import)", file=sys.stderr)
         return 2
@@ -303,10 +367,10 @@ def main(argv: list[str] | None = None) -> int:
         if port_in_use(args.host, args.port):
             raise UIError(f"{base_url} is already in use (another MLflow UI?): stop it or pick another --port")
         relocate_artifacts(uri)  # a store that moved shows its artifacts from where they are now
-        lines = publish_views(uri, args.paper, base_url)
+        lines = publish_views(uri, args.paper, mlflow_url(base_url), home)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("wb") as log:  # the server keeps its own handle
-            proc = _start(uri, args.host, args.port, args.auth, log)
+            proc = _start(uri, args.host, args.port, args.auth, log, home, args.paper)
     except (UIError, StoreError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -315,16 +379,20 @@ def main(argv: list[str] | None = None) -> int:
     # SIG_IGN, and Python then raises no KeyboardInterrupt).
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        problem = _wait_until_healthy(proc, base_url, 120.0)
+        problem = _wait_until_healthy(proc, mlflow_url(base_url), 120.0)
         if problem:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or [""]
             print(f"error: mlflow server on {uri} {problem}: {tail[0]} (its log: {log_path})", file=sys.stderr)
             return 1
-        print(f"MLflow UI on {uri} at {base_url}/{' (basic auth)' if args.auth else ''}; its log: {log_path}")
+        auth = " (basic auth)" if args.auth else ""
+        print(
+            f"The study's home page at {base_url}/, MLflow's UI on {uri} at {mlflow_url(base_url)}/{auth}; "
+            f"its log: {log_path}"
+        )
         print("\n".join(lines))
         print(
-            f"From {base_url}/ by clicks: 'Model training' (top left) once, then Experiments -> an experiment; "
-            "its 'Views' menu lists the views above. Ctrl-C stops the UI.",
+            f"From {base_url}/ by clicks: a figure's thumbnail opens its runs; in MLflow's UI an experiment's "
+            "'Views' menu lists the views above. Ctrl-C stops the UI.",
             flush=True,
         )
         returncode = proc.wait()
