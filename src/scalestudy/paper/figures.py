@@ -175,8 +175,9 @@ def build_figure(
     draw = fig_cfg.get("draw") or {"_target_": "scalestudy.paper.lines.draw_lines"}
     with plt.rc_context(STYLE):
         fig, points = call(draw, fig_cfg, table, chosen, where=f"conf/figure/{name}.yaml draw")
+    said = source if yours is None else f"{source} and {beside.PREFIX}{compare}"  # the caption's runs
     chosen = contributing(chosen, table)  # the runs behind the figure: not those that pair with nothing
-    caption = caption_tex(fig_cfg, chosen, source if yours is None else f"{source} and {beside.PREFIX}{compare}")
+    caption = caption_tex(fig_cfg, chosen, said)
     run_ids = sorted(chosen["run_id"])
     meta_pdf = {
         "Title": f"{name}: {fig_cfg['title']}",
