@@ -122,6 +122,7 @@ def test_what_the_front_answers_itself(served):
     page = body.decode()
     assert status == 200 and front.AWAY_FROM_HOME in page and "static-files/static/js/main." in page
     assert page.index(front.defaults_script()) < page.index("<script defer")  # before MLflow's own scripts
+    assert front.NO_ASSISTANT in page
     for method, path in (("GET", "/mlflow/health"), ("POST", "/"), ("GET", "/mlflow/ajax-api/2.0/mlflow/runs/get")):
         assert front.answer(method, path) is None
 
@@ -140,6 +141,7 @@ def test_the_defaults_are_mlflows_own_browser_settings():
 
     bundle = Path(mlflow.server.app.static_folder) / "static" / "js"
     text = "".join(path.read_text(errors="replace") for path in bundle.glob("main.*.js"))
+    assert '"data-assistant-ui":"true"' in text  # the marker NO_ASSISTANT hides, on MLflow's assistant button
     for key in values:  # each a key MLflow's UI reads (useLocalStorage's "<key>_v<version>", version 1 here)
         name = key.rsplit("_v", 1)[0]
         assert f'key:"{name}",version:1' in text or f'="{name}"' in text, key

@@ -261,6 +261,8 @@ def _nothing_in_the_way(driver) -> None:
     body = driver.find_element("tag name", "body").text
     for text in NOT_ON_THE_WAY:
         assert text not in body, f"{text!r} on {driver.current_url}"
+    shown = [e for e in driver.find_elements("css selector", "[data-assistant-ui]") if e.is_displayed()]
+    assert not shown, f"MLflow's assistant button on {driver.current_url}"
 
 
 def test_the_home_page_and_a_thumbnail_to_the_runs_of_figure_3(site, browser, tmp_path, capsys):

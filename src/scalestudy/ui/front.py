@@ -52,9 +52,15 @@ AWAY_FROM_HOME = (
 )
 
 
+# MLflow 3.17 marks every element of its assistant (the corner button, its pane) `data-assistant-ui`: hidden, as
+# no server setting turns the button off for a local server.
+NO_ASSISTANT = "<style>[data-assistant-ui]{display:none !important}</style>"
+
+
 def mlflow_page(index_html: str) -> str:
-    """MLflow's index.html with the defaults set, and its home page skipped, before its own scripts run."""
-    return index_html.replace("<head>", "<head>" + defaults_script() + AWAY_FROM_HOME, 1)
+    """MLflow's index.html with the defaults set, its assistant hidden and its home page skipped, before its own
+    scripts run."""
+    return index_html.replace("<head>", "<head>" + defaults_script() + NO_ASSISTANT + AWAY_FROM_HOME, 1)
 
 
 def _mlflow_index() -> tuple[int, bytes, str]:
