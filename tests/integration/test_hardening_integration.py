@@ -53,8 +53,9 @@ def ui_server(uri: str, root: Path):
 
 
 def rest(base_url: str, path: str, body: dict) -> int:
-    """POST to MLflow's REST API as any local process can when the UI runs without --auth."""
-    request = urllib.request.Request(f"{base_url}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
+    """POST to MLflow's REST API (under /mlflow/, beside the study's home page) as any local process can when the UI
+    runs without --auth."""
+    request = urllib.request.Request(f"{base_url}/mlflow/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")  # fmt: skip
     with urllib.request.urlopen(request, timeout=30) as resp:
         return resp.status
