@@ -64,6 +64,20 @@ PUBLISHED_FIXTURES = {"published_store", "published_figures", "published_folder"
 COSTLY = {"corpus_runs": 1, "published_figures": 2}
 
 
+@pytest.fixture(autouse=True)
+def http_settings_kept():
+    """MLflow's HTTP settings as before each test: check_server sets them in the process that calls it, and a
+    test's subprocess would inherit them (a later test's SCALESTUDY_HTTP_TIMEOUT then ignored)."""
+    names = ("MLFLOW_HTTP_REQUEST_TIMEOUT", "MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT")
+    before = {name: os.environ.get(name) for name in names}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 def pytest_terminal_summary(terminalreporter):
     if IMAGE_FACTS:
         terminalreporter.section("container image")
