@@ -279,6 +279,7 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
         if path is not None:  # every run compared with its source or written from it: the ledger records them
             others = set(plan.kept_others)
             ledger.record_experiment(path, found.experiment_id, [*plan.verified, *created], keep=others)
+            _wrote()
     return plan
 
 
@@ -362,6 +363,7 @@ def _apply(client, experiment_id: str, plan: list, to_delete: list[str], previou
         client.delete_run(run_id)
         _wrote()
     client.set_experiment_tag(experiment_id, IMPORT_RUNS, str(n_runs))  # a reader finding fewer: one was deleted
+    _wrote()
     client.set_experiment_tag(experiment_id, IMPORT_STATE, "complete")
     _wrote()
     return created
