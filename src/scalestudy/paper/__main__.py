@@ -168,4 +168,8 @@ def build_one(group: str, spec: dict, runs, cfg: DictConfig, out_dir: Path, comm
 
 
 if __name__ == "__main__":
-    sys.exit(run(main))
+    # this module again under its package's name, the name its functions are known by where it is imported (the
+    # console script, the tests, mutmut's mutants), not as __main__
+    from scalestudy.paper.__main__ import main as entry
+
+    sys.exit(run(entry))

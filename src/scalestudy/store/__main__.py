@@ -46,4 +46,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(cli.run(main))
+    # this module again under its package's name, the name its functions are known by where it is imported (the
+    # console script, the tests, mutmut's mutants), not as __main__
+    from scalestudy.store.__main__ import main as entry
+
+    sys.exit(cli.run(entry))

@@ -293,10 +293,10 @@ def _put_runs(con: sqlite3.Connection, run_ids: Iterable[str]) -> None:
     con.executemany(f"INSERT OR REPLACE INTO {RUNS} VALUES (?, ?, ?, ?, ?)", values)
 
 
-def record_experiment(path: Path, experiment_id: str, verified: Iterable[str], keep: Iterable[str] = ()) -> None:
+def record_experiment(path: Path, experiment_id: str, verified: Iterable[str], keep: Iterable[str] = ()) -> bool:
     """After an import: the experiment's set of runs in the ledger becomes `verified` (runs just written or
     compared with their source), each as the store holds it now, plus the ledger's own rows of `keep` (runs an
-    additive import leaves as they are); nothing is written when the ledger already says so."""
+    additive import leaves as they are); nothing is written when the ledger already says so. Whether it wrote."""
     experiment_id = str(experiment_id)
     verified, keep = set(verified), set(keep)
     con = _open(path)
@@ -313,7 +313,7 @@ def record_experiment(path: Path, experiment_id: str, verified: Iterable[str], k
                 "SELECT name, lifecycle_stage FROM experiments WHERE experiment_id = ?", (experiment_id,)
             ).fetchone()
             if wanted == before and held.fetchone() == exp_now:
-                return
+                return False
             con.execute(f"DELETE FROM {RUNS} WHERE experiment_id = ?", (experiment_id,))
             values = [
                 (run_id, *now[run_id][:3], text)
@@ -323,6 +323,7 @@ def record_experiment(path: Path, experiment_id: str, verified: Iterable[str], k
             ]
             con.executemany(f"INSERT OR REPLACE INTO {RUNS} VALUES (?, ?, ?, ?, ?)", values)
             _put_experiment(con, experiment_id)
+        return True
     finally:
         con.close()
 

@@ -278,8 +278,8 @@ def sync_runs(experiment: str, records: list[RunRecord], uri: str | None = None,
         path = sqlite_path(uri)
         if path is not None:  # every run compared with its source or written from it: the ledger records them
             others = set(plan.kept_others)
-            ledger.record_experiment(path, found.experiment_id, [*plan.verified, *created], keep=others)
-            _wrote()
+            if ledger.record_experiment(path, found.experiment_id, [*plan.verified, *created], keep=others):
+                _wrote()
     return plan
 
 
