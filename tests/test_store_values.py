@@ -82,6 +82,20 @@ def test_an_mlflow_server_passes_the_probe_and_mlflows_retries_are_cut(server):
     assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == "10"  # int(HTTP_TIMEOUT_S), the default 10 s
 
 
+@pytest.mark.parametrize(("ours", "mlflows", "used"), [("3", "10", "3"), (None, "7", "7"), ("0.2", None, "1")])
+def test_scalestudy_http_timeout_wins_over_mlflows_where_set(server, monkeypatch, ours, mlflows, used):
+    uri, handler = server
+    handler.body = json.dumps({"experiments": []}).encode()
+    for name, value in (("SCALESTUDY_HTTP_TIMEOUT", ours), ("MLFLOW_HTTP_REQUEST_TIMEOUT", mlflows)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    monkeypatch.setattr(address, "HTTP_TIMEOUT_S", float(ours or 10))  # as the module reads it at import
+    address.check_server(uri)
+    assert os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] == used  # whole seconds, at least 1
+
+
 @pytest.mark.parametrize("status", [401, 403])
 def test_a_server_asking_for_credentials_is_taken_as_mlflow_with_auth(server, status):
     uri, handler = server

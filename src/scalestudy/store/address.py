@@ -131,7 +131,13 @@ def check_server(uri: str) -> None:
     # No retries: each would wait the timeout again (a hung server took 70 s to fail with MLflow's default 2 and its
     # clean-up calls); an import cut short is completed by the next one, so failing at once loses nothing
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(int(HTTP_TIMEOUT_S)))
+    # SCALESTUDY_HTTP_TIMEOUT, where set, wins over an MLflow timeout inherited from the environment: it is the
+    # setting the errors name; where not, a timeout set for MLflow stays
+    timeout = str(max(1, round(HTTP_TIMEOUT_S)))  # MLflow reads whole seconds
+    if "SCALESTUDY_HTTP_TIMEOUT" in os.environ:
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = timeout
+    else:
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", timeout)
     # MLflow prints two "View run ... at" lines per run written to a server (and asks the server for the run to
     # do so): some 1,500 lines per `make import`; our own summary says what was written
     os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
