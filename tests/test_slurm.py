@@ -15,6 +15,7 @@ import pytest
 from helpers import load_script
 from omegaconf import OmegaConf
 
+import scalestudy.config  # noqa: F401  (registers train.yaml's schema, train_schema, as composing it needs)
 from scalestudy.harness.slurm import commands as slurm
 from scalestudy.store import load_runs
 
@@ -239,12 +240,16 @@ def test_cluster_slurm_config_composes_with_the_submitit_launcher():
     launcher = OmegaConf.to_container(conf.hydra.launcher, resolve=True)
     assert launcher["_target_"] == "hydra_plugins.scalestudy_slurm.launcher.CheckedSlurmLauncher"
     from hydra.core.plugins import Plugins
-    from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 
     from hydra_plugins.scalestudy_slurm.launcher import CheckedSlurmLauncher
 
-    # Hydra finds it among its plugins (only hydra_plugins.* can be a launcher), and it is submitit's Slurm launcher
-    assert CheckedSlurmLauncher in Plugins.instance().discover() and issubclass(CheckedSlurmLauncher, SlurmLauncher)
+    # Hydra finds it among its plugins (only hydra_plugins.* can be a launcher), and it is submitit's Slurm launcher.
+    # By name: where src/ is on the path twice (mutmut's mutants/src before the checkout's), Hydra's scan loads the
+    # plugin's module again, as another class object
+    found = {f"{plugin.__module__}.{plugin.__qualname__}" for plugin in Plugins.instance().discover()}
+    assert launcher["_target_"] in found
+    bases = [f"{base.__module__}.{base.__qualname__}" for base in CheckedSlurmLauncher.__mro__]
+    assert "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher" in bases
     assert (launcher["partition"], launcher["tasks_per_node"], launcher["gpus_per_node"]) == ("gpu", 1, 4)
     # sbatch asks for the job's 2 nodes; submitit counts ONE task (the driver) and waits for its result only
     assert launcher["additional_parameters"] == {"nodes": 2} and launcher["nodes"] == 1
