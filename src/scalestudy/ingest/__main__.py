@@ -131,7 +131,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument("datasets", nargs="*", metavar="DATASET",
                     help=f"folders of {REFERENCE_DIR} to import (default: all of {', '.join(parsers)})")  # fmt: skip
-    ap.add_argument("--reference-dir", type=Path, default=reference_dir())
+    ap.add_argument("--reference-dir", type=Path, default=reference_dir(), metavar="FOLDER",
+                    help="where the datasets' folders are (default: the checkout's experiments/reference)")  # fmt: skip
     ap.add_argument("--for", dest="targets", nargs="+", metavar="TARGET",
                     help="only the datasets these figures or tables draw (figure-3; figures, tables, all)")  # fmt: skip
     ap.add_argument("--list", action="store_true", help="print the datasets that would be imported, import nothing")
