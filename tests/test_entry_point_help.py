@@ -66,3 +66,31 @@ def test_store_accept_says_why_it_accepts_nothing(monkeypatch, capsys, tmp_path,
     missing = tmp_path / "none" / "store.db"
     assert accept(f"sqlite:///{missing}") == (2, "", f"error: tracking store {missing} does not exist\n")
     assert accept(empty_store) == (0, "", "nothing to accept: every run matches the ledger\n")
+
+
+# Every dataset but the timelines (figure 9's alone) is drawn by a table (the experiments of conf/table/*.yaml).
+EVERY = ("tf-benchmarks-2017 keras-backends-2017 hacksa-2019 horovod-docs malik-2018 keras-multi-gpu-2017 "
+         "horovod-timelines-2019 mlperf-training-resnet")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("targets", "listed"),
+    [
+        (["tables"], EVERY.replace("horovod-timelines-2019 ", "")),
+        (["figures"], EVERY),
+        (["all"], EVERY),
+        (["figure-9", "table-2"], "keras-backends-2017 horovod-timelines-2019"),  # in the import's order
+    ],
+)
+def test_ingest_list_for_groups_of_targets(targets, listed, monkeypatch, capsys):
+    done = run_here("scalestudy.ingest", "--list", "--for", *targets, uri="sqlite:///unused.db",
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
+    assert (done.returncode, done.stdout.split(), done.stderr) == (0, listed.split(), "")
+
+
+def test_ingest_for_an_unknown_target_names_the_known_ones(monkeypatch, capsys):
+    done = run_here("scalestudy.ingest", "--list", "--for", "figure-99", uri="sqlite:///unused.db",
+                    monkeypatch=monkeypatch, capsys=capsys)  # fmt: skip
+    known = [f"figure-{n}" for n in range(1, 13)] + [f"table-{n}" for n in range(1, 8)]
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"error: unknown figure or table 'figure-99'; known: {', '.join(sorted(known))}\n"
