@@ -5,7 +5,9 @@ line of a timeline (each label with the metric it names, by the meaning written 
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 from test_profile import PROFILES, needs_profiles
@@ -68,3 +70,20 @@ def test_every_printed_row_is_the_number_computed(path, capsys):
     for i, (top, row) in enumerate(zip(summary.top, tops)):
         assert row[0] == str(i + 1) and row[1] == top["name"][:100] and row[2] == top["class"]
         assert row[3:] == [str(top["count"]), shown(top["ms"], 3), shown(100 * top["share"], 2)], (path.name, i)
+
+
+GOLDEN = Path(__file__).parent / "golden" / "profile"
+
+
+@needs_profiles
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_the_whole_printed_summary_is_the_reviewed_one(path, capsys, monkeypatch):
+    """Headers, units, alignment and the lines between the rows too, word for word against tests/golden/profile/
+    (made with SCALESTUDY_WRITE_GOLDEN=1, read by hand; the file's path, which differs per machine, as <FILE>)."""
+    assert main(["summarize", str(path)]) == 0
+    text = capsys.readouterr().out.replace(str(path), "<FILE>")
+    golden = GOLDEN / f"{path.name}.txt"
+    if os.environ.get("SCALESTUDY_WRITE_GOLDEN"):
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text(), f"profile summarize {path.name}: differs from {golden}"
