@@ -13,7 +13,7 @@ import pytest
 from test_profile import PROFILES, needs_profiles
 
 from scalestudy.profile import summarize
-from scalestudy.profile.__main__ import main
+from scalestudy.profile.__main__ import main, render
 
 FILES = sorted(PROFILES.rglob("*")) if PROFILES else []
 FILES = [p for p in FILES if p.suffix in (".sqlite", ".nvvp", ".json")]
@@ -87,3 +87,25 @@ def test_the_whole_printed_summary_is_the_reviewed_one(path, capsys, monkeypatch
         golden.parent.mkdir(exist_ok=True)
         golden.write_text(text)
     assert text == golden.read_text(), f"profile summarize {path.name}: differs from {golden}"
+
+
+@needs_profiles
+def test_window_json_and_refusals_of_the_command(capsys):
+    """--window summarizes that part only, --json prints the summary's fields, and the two refusals of the command."""
+    import json
+
+    path = next(p for p in FILES if p.suffix == ".json")  # a Horovod timeline: 212 s long
+    assert main(["summarize", str(path), "--window", "10:20", "--top", "3"]) == 0
+    windowed = capsys.readouterr().out
+    part = summarize(str(path), window=(10.0, 20.0), top=3)
+    assert windowed == render(part) and windowed != render(summarize(str(path), top=3))
+    assert main(["summarize", str(path), "--json"]) == 0
+    assert capsys.readouterr().out == json.dumps([summarize(str(path)).__dict__], indent=1, default=str) + "\n"
+    usage = "usage: python -m scalestudy.profile [-h] {summarize} ...\npython -m scalestudy.profile: error: "
+    for argv, why in (
+        ([str(path), "--window", "abc"], "--window 'abc': write START:END in seconds, e.g. 10:12.5 or 10:"),
+        ([str(path), str(path), "--run", "r1"], "--run takes the numbers of one FILE"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            main(["summarize", *argv])
+        assert (stop.value.code, capsys.readouterr().err) == (2, f"{usage}{why}\n")
