@@ -113,3 +113,20 @@ def test_a_command_turns_mlflow_telemetry_off_unless_told_and_freezes_what_it_ma
     assert lines("command", "3") == [f"{told} False ['command', '3']", "True 3"]
     # called with argv (a test's in-process call): the process is left as it was
     assert lines("call", "4") == [f"{env.get('MLFLOW_DISABLE_TELEMETRY')} False ['4']", "False 4"]
+
+
+@needs_profiles
+def test_output_piped_into_a_reader_that_stops_ends_quietly():
+    """`... | head -1`: the reader closes the pipe; the command stops with 141 (128 + SIGPIPE) and says nothing
+    (it printed `error: [Errno 32] Broken pipe`)."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    command = [sys.executable, "-m", "scalestudy.profile", "summarize", *[str(PROFILES / TIMELINE)] * 4, "--json"]
+    with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout.read(1) == b"["
+        proc.stdout.close()  # as head does after its line
+        err = proc.stderr.read()
+    assert (proc.returncode, err) == (141, b"")

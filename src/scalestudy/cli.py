@@ -54,6 +54,9 @@ def run(main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # what reads the output stopped (`| head`): stop quietly, as other Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the flush at exit fails again
+        return 141  # 128 + SIGPIPE, as a shell reports a tool the signal stopped
     except (LookupError, ValueError, RuntimeError, OSError) as err:  # SchemaError, StoreError, EmptySelection...
         if debug:
             raise
