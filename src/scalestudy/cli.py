@@ -41,6 +41,14 @@ def one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+def entry(spec) -> Callable[[list[str]], int]:
+    """The `main` of the module `python -m` runs (its __spec__), imported under its package's name: the name its
+    functions are known by where it is imported (the console script, the tests, mutmut's mutants), not __main__."""
+    import importlib
+
+    return importlib.import_module(spec.name).main
+
+
 def run(main: Callable[[list[str]], int], argv: list[str] | None = None) -> int:
     command = argv is None
     argv = list(sys.argv[1:] if command else argv)

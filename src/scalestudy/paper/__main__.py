@@ -17,7 +17,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
-from ..cli import one_line, run
+from ..cli import entry, one_line, run
 from ..config import CONF_DIR, shown_config
 from ..files import remove_stale_temporaries
 from ..provenance import git_commit
@@ -168,8 +168,4 @@ def build_one(group: str, spec: dict, runs, cfg: DictConfig, out_dir: Path, comm
 
 
 if __name__ == "__main__":
-    # this module again under its package's name, the name its functions are known by where it is imported (the
-    # console script, the tests, mutmut's mutants), not as __main__
-    from scalestudy.paper.__main__ import main as entry
-
-    sys.exit(run(entry))
+    sys.exit(run(entry(__spec__)))

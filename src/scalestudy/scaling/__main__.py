@@ -45,10 +45,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # this module again under its package's name, the name its functions are known by where it is imported (the
-    # console script, the tests, mutmut's mutants), not as __main__
-    from scalestudy.scaling.__main__ import main as entry
+    from ..cli import entry, run
 
-    from ..cli import run
-
-    sys.exit(run(entry))
+    sys.exit(run(entry(__spec__)))

@@ -46,8 +46,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    # this module again under its package's name, the name its functions are known by where it is imported (the
-    # console script, the tests, mutmut's mutants), not as __main__
-    from scalestudy.store.__main__ import main as entry
-
-    sys.exit(cli.run(entry))
+    sys.exit(cli.run(cli.entry(__spec__)))
